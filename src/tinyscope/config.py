@@ -1,0 +1,164 @@
+"""Configs are nested dataclasses validated in ``__post_init__``.
+
+This module turns them into JSON and back, and applies ``--set a.b=value`` overrides with
+the value parsed by the field's declared type. Every failure is a :class:`ConfigError` that
+names the key, the value and what is allowed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from typing import Any
+
+from .errors import ConfigError
+
+
+def to_dict(cfg: Any) -> dict:
+    """Plain-JSON view of a (nested) config dataclass."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_optional(tp: Any) -> tuple[bool, Any]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) < len(typing.get_args(tp)):
+            return True, args[0] if len(args) == 1 else typing.Union[tuple(args)]
+    return False, tp
+
+
+def coerce(tp: Any, value: Any, key: str) -> Any:
+    """Convert a JSON value (or a string from the command line) to the declared type ``tp``."""
+    optional, inner = _is_optional(tp)
+    if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null")):
+        if optional or tp is Any:
+            return None
+        raise ConfigError(f"{key} cannot be None")
+    tp = inner
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} must be a mapping of fields of {tp.__name__}, got {value!r}")
+        return from_dict(tp, value, prefix=key)
+    if origin in (list, tuple):
+        args = typing.get_args(tp)
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"{key}={value!r} is not a valid list: {exc.msg}") from None
+            else:
+                value = [v for v in text.split(",") if v.strip() != ""]
+        if not isinstance(value, (list, tuple)):
+            value = [value]
+        elem = args[0] if args else Any
+        items = [coerce(elem, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}")
+        return value
+    if origin is dict:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{key}={value!r} is not a JSON object: {exc.msg}") from None
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} must be a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+            return False
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise ConfigError(f"{key}={value!r} is not a boolean; use true or false")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r} is not an integer")
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={value!r} is not an integer") from None
+        if f != int(f):
+            raise ConfigError(f"{key}={value!r} is not an integer")
+        return int(f)
+    if tp is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={value!r} is not a number") from None
+    if tp is str:
+        return str(value)
+    return value
+
+
+def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
+    """Build ``cls`` from a mapping, rejecting unknown keys and coercing each value."""
+    hints = _field_types(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        where = prefix or cls.__name__
+        raise ConfigError(f"unknown key {prefix + '.' if prefix else ''}{unknown[0]} in {where}; allowed: {', '.join(names)}")
+    kwargs = {k: coerce(hints[k], v, f"{prefix + '.' if prefix else ''}{k}") for k, v in data.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{prefix or cls.__name__}: {exc}") from None
+
+
+def apply_override(cfg: Any, assignment: str) -> Any:
+    """Return a copy of ``cfg`` with ``"a.b=value"`` applied (validated again by ``__post_init__``)."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment!r} must look like key=value, e.g. train.lr=3e-4")
+    key, text = assignment.split("=", 1)
+    key = key.strip()
+    return _set_path(cfg, key.split("."), text.strip(), key)
+
+
+def _set_path(cfg: Any, path: list[str], text: str, full_key: str) -> Any:
+    names = [f.name for f in dataclasses.fields(cfg) if f.init]
+    head = path[0]
+    if head not in names:
+        where = full_key[: len(full_key) - len(".".join(path))].rstrip(".") or "the config"
+        raise ConfigError(f"unknown config key {full_key!r}: {where} has no field {head!r}; allowed: {', '.join(names)}")
+    hints = _field_types(type(cfg))
+    current = getattr(cfg, head)
+    if len(path) == 1:
+        value = coerce(hints[head], text, full_key)
+    else:
+        if not dataclasses.is_dataclass(current):
+            raise ConfigError(f"unknown config key {full_key!r}: {head} is a value, not a group of fields")
+        value = _set_path(current, path[1:], text, full_key)
+    try:
+        return dataclasses.replace(cfg, **{head: value})
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"--set {full_key}={text}: {exc}") from None
+
+
+def apply_overrides(cfg: Any, assignments: list[str] | None) -> Any:
+    for a in assignments or []:
+        cfg = apply_override(cfg, a)
+    return cfg

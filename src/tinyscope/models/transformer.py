@@ -1,0 +1,219 @@
+"""One decoder-only transformer for every paper: from the 250-parameter minimal model to the
+spatial-induction 2-layer models.
+
+Residual stream (per layer l, pre-LN when ``norm="pre"``, plain when ``norm="none"``)::
+
+    x_0      = W_E[t] + W_pos[i]                                   hook_embed + hook_pos_embed
+    x_mid    = x + Attn(LN(x))                                     blocks.l.hook_resid_mid
+    x_post   = x_mid + FFN(LN(x_mid))                              blocks.l.hook_resid_post
+    logits   = W_U LN_f(x_L) + b_U
+
+Attention is scaled dot product, ``softmax(q k^T / sqrt(d_head))`` with a causal mask. Without
+an output projection (``attn_out_proj=False``, the minimal model of Mahajne & Moldwin, Sec. 2.2)
+the heads' outputs are concatenated straight into the residual, so ``n_heads * d_head == d_model``.
+
+Attention has two paths that must agree: the reference path computes scores and pattern
+explicitly (and exposes ``hook_attn_scores`` and ``hook_pattern``); the fast path calls
+``scaled_dot_product_attention`` and is taken only when nothing hooks the scores or pattern.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import check, check_choice
+from .ffn import ACTIVATIONS, FFN_KINDS, build_ffn
+from .hooks import HookedModule, HookPoint
+
+
+@dataclass
+class TransformerConfig:
+    """Shape and switches of :class:`Transformer`; per-layer lists have one entry per layer."""
+
+    vocab_size: int = 12
+    n_ctx: int = 8
+    d_model: int = 2
+    d_head: int = 2
+    n_heads: list[int] = field(default_factory=lambda: [1])
+    d_mlp: list[int] = field(default_factory=lambda: [32])  # 0 = no FFN in that layer
+    act: str = "relu"
+    ffn: str = "mlp"
+    norm: Literal["pre", "none"] = "none"
+    final_norm: bool = False
+    attn_out_proj: bool = False
+    qkv_bias: bool = False
+    attn_out_bias: bool = False
+    mlp_bias: bool = True
+    unembed_bias: bool = True
+    d_vocab_out: int | None = None  # output classes; None = vocab_size
+    positions: Literal["learned", "none"] = "learned"
+    init: Literal["torch", "gpt2"] = "torch"
+    init_std: float = 0.02
+
+    def __post_init__(self):
+        if isinstance(self.n_heads, int):
+            self.n_heads = [self.n_heads]
+        if isinstance(self.d_mlp, int):
+            self.d_mlp = [self.d_mlp] * len(self.n_heads)
+        check(self.vocab_size >= 1, f"model.vocab_size={self.vocab_size} must be >= 1")
+        check(self.n_ctx >= 1, f"model.n_ctx={self.n_ctx} must be >= 1")
+        check(self.d_model >= 1, f"model.d_model={self.d_model} must be >= 1")
+        check(self.d_head >= 1, f"model.d_head={self.d_head} must be >= 1")
+        check(len(self.n_heads) >= 1, "model.n_heads must list at least one layer")
+        check(all(h >= 1 for h in self.n_heads), f"model.n_heads={self.n_heads}: every layer needs >= 1 head")
+        check(len(self.d_mlp) == len(self.n_heads),
+              f"model.d_mlp={self.d_mlp} must have one entry per layer ({len(self.n_heads)} layers from model.n_heads)")
+        check(all(w >= 0 for w in self.d_mlp), f"model.d_mlp={self.d_mlp}: widths must be >= 0")
+        check_choice("model.act", self.act, ACTIVATIONS)
+        check_choice("model.ffn", self.ffn, FFN_KINDS)
+        check_choice("model.norm", self.norm, ("pre", "none"))
+        check_choice("model.positions", self.positions, ("learned", "none"))
+        check_choice("model.init", self.init, ("torch", "gpt2"))
+        if not self.attn_out_proj:
+            for h in self.n_heads:
+                check(h * self.d_head == self.d_model,
+                      f"without model.attn_out_proj, heads x d_head must equal d_model "
+                      f"({h} x {self.d_head} != {self.d_model}); set model.attn_out_proj=true or change the widths")
+        if self.d_vocab_out is not None:
+            check(self.d_vocab_out >= 1, f"model.d_vocab_out={self.d_vocab_out} must be >= 1")
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.n_heads)
+
+    @property
+    def n_out(self) -> int:
+        return self.d_vocab_out or self.vocab_size
+
+
+class Attention(nn.Module):
+    """Multi-head causal self-attention with TransformerLens hook names."""
+
+    def __init__(self, cfg: TransformerConfig, n_heads: int):
+        super().__init__()
+        self.n_heads, self.d_head = n_heads, cfg.d_head
+        inner = n_heads * cfg.d_head
+        self.W_Q = nn.Linear(cfg.d_model, inner, bias=cfg.qkv_bias)
+        self.W_K = nn.Linear(cfg.d_model, inner, bias=cfg.qkv_bias)
+        self.W_V = nn.Linear(cfg.d_model, inner, bias=cfg.qkv_bias)
+        self.W_O = nn.Linear(inner, cfg.d_model, bias=cfg.attn_out_bias) if cfg.attn_out_proj else None
+        self.register_buffer("causal", torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool).tril(), persistent=False)
+        self.use_fast = True
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_attn_scores, self.hook_pattern, self.hook_z = HookPoint(), HookPoint(), HookPoint()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        H, Dh = self.n_heads, self.d_head
+        q = self.hook_q(self.W_Q(x).view(B, T, H, Dh))  # (B, T, H, Dh)
+        k = self.hook_k(self.W_K(x).view(B, T, H, Dh))  # (B, T, H, Dh)
+        v = self.hook_v(self.W_V(x).view(B, T, H, Dh))  # (B, T, H, Dh)
+        if self.use_fast and not (self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks):
+            z = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                               is_causal=True)  # (B, H, T, Dh)
+            z = z.transpose(1, 2)  # (B, T, H, Dh)
+        else:
+            z = self.reference(q, k, v)
+        z = self.hook_z(z)  # (B, T, H, Dh)
+        out = z.reshape(B, T, H * Dh)  # (B, T, H*Dh)
+        return self.W_O(out) if self.W_O is not None else out
+
+    def reference(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Plain attention: explicit scores, causal mask and softmax (the path hooks see)."""
+        T = q.shape[1]
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(self.d_head)  # (B, H, T, T)
+        scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
+        scores = self.hook_attn_scores(scores)  # (B, H, T, T)
+        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))  # (B, H, T, T)
+        return torch.einsum("bhqk,bkhd->bqhd", pattern, v)  # (B, T, H, Dh)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: TransformerConfig, layer: int):
+        super().__init__()
+        pre = cfg.norm == "pre"
+        d_mlp = cfg.d_mlp[layer]
+        self.ln1 = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
+        self.attn = Attention(cfg, cfg.n_heads[layer])
+        self.ln2 = nn.LayerNorm(cfg.d_model) if pre and d_mlp else nn.Identity()
+        self.mlp = build_ffn(cfg.ffn, cfg.d_model, d_mlp, cfg.act, cfg.mlp_bias) if d_mlp else None
+        self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint(), HookPoint()
+        self.hook_attn_out, self.hook_mlp_out = HookPoint(), HookPoint()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.hook_resid_pre(x)  # (B, T, D)
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x))))  # (B, T, D)
+        if self.mlp is not None:
+            x = x + self.hook_mlp_out(self.mlp(self.ln2(x)))  # (B, T, D)
+        return self.hook_resid_post(x)  # (B, T, D)
+
+
+class Transformer(HookedModule):
+    """Decoder-only transformer; ``forward(tokens) -> logits`` of shape (B, T, n_out)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.W_E = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.W_pos = nn.Embedding(cfg.n_ctx, cfg.d_model) if cfg.positions == "learned" else None
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
+        self.ln_final = nn.LayerNorm(cfg.d_model) if cfg.final_norm else nn.Identity()
+        self.W_U = nn.Linear(cfg.d_model, cfg.n_out, bias=cfg.unembed_bias)
+        self.hook_embed, self.hook_pos_embed = HookPoint(), HookPoint()
+        if cfg.init == "gpt2":
+            self._init_gpt2()
+        self.setup_hooks()
+
+    def _init_gpt2(self) -> None:
+        std = self.cfg.init_std
+        for name, p in self.named_parameters():
+            if p.dim() == 1:
+                if "ln" in name and name.endswith("weight"):
+                    nn.init.ones_(p)
+                else:
+                    nn.init.zeros_(p)
+            elif name.endswith("W_O.weight") or name.endswith("W_out.weight"):
+                nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layers))
+            else:
+                nn.init.normal_(p, 0.0, std)
+
+    def check_tokens(self, tokens: torch.Tensor) -> None:
+        """Raise a clear error for token ids or lengths the model cannot take."""
+        if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
+            raise ValueError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (batch, positions), got {tuple(tokens.shape)}")
+        if tokens.shape[1] > self.cfg.n_ctx:
+            raise ValueError(f"sequence of {tokens.shape[1]} tokens exceeds the context of {self.cfg.n_ctx}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size - 1}], "
+                             f"got range [{int(tokens.min())}, {int(tokens.max())}]")
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.hook_embed(self.W_E(tokens))  # (B, T, D)
+        if self.W_pos is not None:
+            T = tokens.shape[1]
+            pos = self.hook_pos_embed(self.W_pos.weight[:T].unsqueeze(0).expand_as(x))  # (B, T, D)
+            x = x + pos
+        return x
+
+    def forward(self, tokens: torch.Tensor, check: bool = False) -> torch.Tensor:
+        if check:
+            self.check_tokens(tokens)
+        x = self.embed(tokens)  # (B, T, D)
+        for block in self.blocks:
+            x = block(x)  # (B, T, D)
+        return self.W_U(self.ln_final(x))  # (B, T, n_out)
+
+    def use_fast_attention(self, on: bool = True) -> None:
+        for block in self.blocks:
+            block.attn.use_fast = on
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

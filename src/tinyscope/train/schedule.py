@@ -1,0 +1,24 @@
+"""Learning-rate schedules as multipliers of the base rate, a pure function of the step.
+
+``lr(step) = base * m(step)`` with a linear warmup from ``warmup_start`` to 1 over
+``warmup_steps``, then ``constant`` (1), ``cosine`` (to ``min_ratio`` at ``total``) or
+``linear`` (to ``min_ratio`` at ``total``).
+"""
+from __future__ import annotations
+
+import math
+
+
+def lr_multiplier(step: int, *, total: int, warmup_steps: int = 0, warmup_start: float = 0.0,
+                  kind: str = "constant", min_ratio: float = 0.0) -> float:
+    if warmup_steps > 0 and step < warmup_steps:
+        return warmup_start + (1.0 - warmup_start) * step / warmup_steps
+    if kind == "constant":
+        return 1.0
+    span = max(1, total - warmup_steps)
+    frac = min(1.0, (step - warmup_steps) / span)
+    if kind == "cosine":
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * frac))
+    if kind == "linear":
+        return 1.0 - (1.0 - min_ratio) * frac
+    raise ValueError(f"unknown schedule {kind!r}; choose constant, cosine or linear")
