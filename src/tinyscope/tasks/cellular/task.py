@@ -1,0 +1,142 @@
+"""The spatial in-context learning task: one rule per trajectory, drawn from a split's pool
+(deterministic) or from the Dirichlet prior (stochastic), serialized as a token stream.
+
+Training batches: unfiltered trajectories of training rules, loss at every position (App. I.2).
+Evaluation sets (val = val-out, test): coverage-filtered trajectories of held-out rules, loss
+mask on cell targets at t >= T0 (App. I.3); fixed by ``data_seed`` and fingerprinted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from ...errors import check, check_choice
+from ..base import Batch, fingerprint
+from .coverage import is_covered, rejection_sample
+from .evolve import evolve
+from .lattice import NEIGHBOURHOODS, Lattice
+from .rules import dirichlet_tables, random_deterministic, table_from_number
+from .serialize import Layout
+from .splits import SPLITS, EnumeratedSplits, HashedSplits
+from .symmetry import SymmetryGroup
+
+
+@dataclass
+class CellularConfig:
+    """Table 10 settings; ``rules`` = deterministic | stochastic."""
+
+    neighbourhood: str = "elementary"
+    grid: list[int] = field(default_factory=lambda: [16])
+    V: int = 2
+    T: int = 10
+    T0: int = 4
+    rules: str = "deterministic"
+    alpha: float = 1.0                   # Dirichlet concentration of stochastic rows
+    symmetry_spatial: str = "reflection"  # the split's symmetry group (recorded with the run)
+    symmetry_states: str = "complement"
+    split_seed: int = 0
+    holdout: list[int] = field(default_factory=lambda: [110])  # rule numbers forced into test
+    n_val: int = 512                     # val-out trajectories (coverage-filtered)
+    n_test: int = 1024                   # test trajectories (coverage-filtered)
+    data_seed: int = 1234
+
+    def __post_init__(self):
+        check_choice("task.neighbourhood", self.neighbourhood, tuple(NEIGHBOURHOODS))
+        check_choice("task.rules", self.rules, ("deterministic", "stochastic"))
+        check(self.V >= 2, f"task.V={self.V} must be >= 2")
+        check(2 <= self.T0 < self.T, f"task.T0={self.T0} must satisfy 2 <= T0 < T={self.T}")
+        check(self.alpha > 0, f"task.alpha={self.alpha} must be > 0")
+        check(self.n_val >= 1 and self.n_test >= 1, "task.n_val and task.n_test must be >= 1")
+        dim = len(NEIGHBOURHOODS[self.neighbourhood][0])
+        check(len(self.grid) == dim, f"task.grid={self.grid} needs {dim} sides for the {self.neighbourhood} neighbourhood")
+
+
+class CellularTask:
+    """Sampler, layout, rule pools and fixed evaluation sets of one CA setting."""
+
+    def __init__(self, cfg: CellularConfig):
+        self.cfg = cfg
+        self.lattice = Lattice(tuple(cfg.grid), NEIGHBOURHOODS[cfg.neighbourhood], cfg.V)
+        self.layout = Layout(self.lattice, cfg.T)
+        self.vocab_size = self.layout.vocab_size
+        self.group = SymmetryGroup(Lattice((3,) * self.lattice.dim if self.lattice.dim > 1 else (3,),
+                                           self.lattice.offsets, cfg.V),
+                                   cfg.symmetry_spatial, cfg.symmetry_states)
+        self._eval: dict[str, Batch] = {}
+
+    @property
+    def stochastic(self) -> bool:
+        return self.cfg.rules == "stochastic"
+
+    @property
+    def n_ctx(self) -> int:
+        return self.layout.input_length
+
+    @cached_property
+    def splits(self):
+        """Rule pools; None for stochastic rules (every trajectory has a fresh Dirichlet rule)."""
+        if self.stochastic:
+            return None
+        lat = self.lattice
+        if lat.V == 2 and lat.k == 3 and lat.dim == 1:
+            check(self.group.name == "reflectionxcomplement",
+                  "the ECA splits use the 88 classes of reflection x complement; keep task.symmetry_*")
+            return EnumeratedSplits(seed=self.cfg.split_seed, holdout=tuple(self.cfg.holdout))
+        return HashedSplits(self.group, seed=self.cfg.split_seed, holdout=tuple(self.cfg.holdout))
+
+    # ------------------------------------------------------------------ rules
+    def draw_rules(self, rng: np.random.Generator, n: int, split: str) -> np.ndarray:
+        """``n`` rule tables of ``split``: (n, C) ints, or (n, C, V) Dirichlet rows."""
+        check_choice("split", split, SPLITS)
+        lat = self.lattice
+        if self.stochastic:
+            return dirichlet_tables(rng, n, lat.V, lat.k, self.cfg.alpha)
+        if isinstance(self.splits, EnumeratedSplits):
+            pool = self.splits.rules(split)
+            numbers = pool[rng.integers(0, len(pool), size=n)]
+            return np.stack([table_from_number(int(r), lat.V, lat.k) for r in numbers]) if n else \
+                np.zeros((0, lat.n_configs), np.int64)
+        return self.splits.sample(rng, n, split)
+
+    def trajectories(self, rng: np.random.Generator, n: int, split: str, covered: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(tables, trajectories (n, T, *shape)); ``covered`` applies the coverage filter."""
+        def draw(g, m):
+            tables = self.draw_rules(g, m, split)
+            return tables, evolve(self.lattice, tables, self.cfg.T, g)
+
+        if not covered:
+            return draw(rng, n)
+        return rejection_sample(draw, lambda x: is_covered(self.lattice, x, self.cfg.T0), rng, n)
+
+    # ------------------------------------------------------------------ batches
+    def batch(self, tables: np.ndarray, traj: np.ndarray, scored_only: bool) -> Batch:
+        """Model batch of trajectories: input stream[:-1], targets stream[1:]; loss mask on every
+        position, or (``scored_only``) on cell targets at t >= T0."""
+        stream = self.layout.serialize(traj)  # (B, N - 1)
+        B = len(stream)
+        if scored_only:
+            mask = np.broadcast_to(self.layout.eval_mask(self.cfg.T0), (B, self.layout.input_length)).copy()
+        else:
+            mask = np.ones((B, self.layout.input_length), dtype=bool)
+        return Batch(stream[:, :-1], stream[:, 1:], mask, {"traj": traj, "tables": tables})
+
+    def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
+        """A training batch: unfiltered trajectories of training rules, loss everywhere."""
+        tables, traj = self.trajectories(rng, batch_size, "train", covered=False)
+        return self.batch(tables, traj, scored_only=False)
+
+    def eval_set(self, split: str = "test") -> Batch:
+        """The fixed coverage-filtered evaluation set of ``split`` (val or test)."""
+        check(split in ("val", "test"), f"evaluation split {split!r} must be val or test")
+        if split not in self._eval:
+            n = self.cfg.n_val if split == "val" else self.cfg.n_test
+            rng = np.random.default_rng([self.cfg.data_seed, SPLITS.index(split)])
+            tables, traj = self.trajectories(rng, n, split, covered=True)
+            self._eval[split] = self.batch(tables, traj, scored_only=True)
+        return self._eval[split]
+
+    def eval_fingerprint(self) -> str:
+        ev = self.eval_set("test")
+        return fingerprint(ev.tokens, ev.targets, ev.loss_mask)
