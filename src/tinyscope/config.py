@@ -127,38 +127,40 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
         raise ConfigError(f"{prefix or cls.__name__}: {exc}") from None
 
 
-def apply_override(cfg: Any, assignment: str) -> Any:
-    """Return a copy of ``cfg`` with ``"a.b=value"`` applied (validated again by ``__post_init__``)."""
+def _split(assignment: str) -> tuple[str, str]:
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r} must look like key=value, e.g. train.lr=3e-4")
     key, text = assignment.split("=", 1)
-    key = key.strip()
-    return _set_path(cfg, key.split("."), text.strip(), key)
+    return key.strip(), text.strip()
 
 
-def _set_path(cfg: Any, path: list[str], text: str, full_key: str) -> Any:
+def _set_in(data: dict, cfg: Any, path: list[str], text: str, full_key: str) -> None:
+    """Parse ``text`` by the type of field ``path`` of ``cfg`` and store it in ``data`` (its dict view)."""
     names = [f.name for f in dataclasses.fields(cfg) if f.init]
     head = path[0]
     if head not in names:
         where = full_key[: len(full_key) - len(".".join(path))].rstrip(".") or "the config"
         raise ConfigError(f"unknown config key {full_key!r}: {where} has no field {head!r}; allowed: {', '.join(names)}")
-    hints = _field_types(type(cfg))
     current = getattr(cfg, head)
     if len(path) == 1:
-        value = coerce(hints[head], text, full_key)
+        data[head] = coerce(_field_types(type(cfg))[head], text, full_key)
+    elif dataclasses.is_dataclass(current):
+        _set_in(data[head], current, path[1:], text, full_key)
     else:
-        if not dataclasses.is_dataclass(current):
-            raise ConfigError(f"unknown config key {full_key!r}: {head} is a value, not a group of fields")
-        value = _set_path(current, path[1:], text, full_key)
-    try:
-        return dataclasses.replace(cfg, **{head: value})
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"--set {full_key}={text}: {exc}") from None
+        raise ConfigError(f"unknown config key {full_key!r}: {head} is a value, not a group of fields")
 
 
 def apply_overrides(cfg: Any, assignments: list[str] | None) -> Any:
-    for a in assignments or []:
-        cfg = apply_override(cfg, a)
-    return cfg
+    """Return a copy of ``cfg`` with every ``"a.b=value"`` applied, validated once at the end
+    (so that overrides which only make sense together, like two widths, can be given together)."""
+    if not assignments:
+        return cfg
+    data = dataclasses.asdict(cfg)
+    for assignment in assignments:
+        key, text = _split(assignment)
+        _set_in(data, cfg, key.split("."), text, key)
+    return from_dict(type(cfg), data)
+
+
+def apply_override(cfg: Any, assignment: str) -> Any:
+    return apply_overrides(cfg, [assignment])

@@ -31,6 +31,8 @@ def cmd_list(args) -> int:
 
     for name in registry.names():
         print(registry.get(name).line())
+    for module, error in registry.IMPORT_ERRORS.items():
+        print(f"tinyscope: warning: experiments module {module!r} failed to import: {error}", file=sys.stderr)
     return 0
 
 

@@ -22,7 +22,7 @@ from .registry import register
 def minimal_model(**kw) -> TransformerConfig:
     """The paper's model: d_model = d_head = 2, one head, FFN 2->32->2 (ReLU), no LayerNorm,
     bias-free Q/K/V, no attention output projection, LM head with bias: 250 parameters."""
-    base = dict(vocab_size=12, n_ctx=8, d_model=2, d_head=2, n_heads=[1], d_mlp=[32], act="relu",
+    base = dict(vocab_size=12, n_ctx=8, d_model=2, d_head=None, n_heads=[1], d_mlp=[32], act="relu",
                 norm="none", attn_out_proj=False, qkv_bias=False, mlp_bias=True, unembed_bias=True, init="torch")
     base.update(kw)
     return TransformerConfig(**base)

@@ -10,6 +10,9 @@ from .base import Experiment
 
 _REGISTRY: dict[str, Experiment] = {}
 _INFRA = {"base", "registry", "runner"}
+# Modules that failed to import, with the error: one broken experiment module must not hide the
+# others; `tinyscope list` reports these and the test suite requires the dict to stay empty.
+IMPORT_ERRORS: dict[str, str] = {}
 
 
 def register(exp: Experiment) -> Experiment:
@@ -23,8 +26,11 @@ def _load_all() -> None:
     from .. import experiments as pkg
 
     for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name not in _INFRA:
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+        if info.name not in _INFRA and info.name not in IMPORT_ERRORS:
+            try:
+                importlib.import_module(f"{pkg.__name__}.{info.name}")
+            except Exception as exc:  # reported by `tinyscope list`; fatal in the tests
+                IMPORT_ERRORS[info.name] = f"{type(exc).__name__}: {exc}"
 
 
 def names() -> list[str]:

@@ -10,7 +10,6 @@ A run directory holds::
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import platform
@@ -25,6 +24,7 @@ from .. import __version__
 from ..config import from_dict, to_dict
 from ..errors import CheckpointError, ConfigError
 from ..train import checkpoint as ckpt
+from ..train.distributed import dist_info, teardown
 from ..train.trainer import Trainer
 from . import registry
 from .base import Experiment
@@ -95,7 +95,9 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     exp = registry.get(name)
     cfg = exp.config(preset, seed, overrides)
     out = Path(out) if out is not None else Path("runs") / f"{name}-{preset}-s{cfg.seed}"
-    if (out / "config.json").exists():
+    if not dist_info().is_main:  # under torchrun only rank 0 touches the run directory
+        pass
+    elif (out / "config.json").exists():
         if not resume:
             raise ConfigError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
         s_exp, s_preset, s_cfg = read_config(out)
@@ -105,7 +107,7 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     else:
         out.mkdir(parents=True, exist_ok=True)
         ckpt.atomic_write_json(out / "config.json", _config_record(exp, preset, cfg))
-    if resume and (out / "results.json").exists():
+    if resume and dist_info().is_main and (out / "results.json").exists():
         log.info("%s is already complete", out)
         return json.loads((out / "results.json").read_text())
 
@@ -115,10 +117,11 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     if resume:
         trainer.resume()
     result = trainer.fit()
+    if trainer.dist.world > 1:
+        teardown()
     if not trainer.dist.is_main:
         return {}
-    results = finalize(out, exp, preset, cfg, task, model, result)
-    return results
+    return finalize(out, exp, preset, cfg, task, model, result)
 
 
 def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model: torch.nn.Module, result) -> dict:
@@ -169,7 +172,3 @@ def evaluate_run(path: str | Path, which: str | int = "best") -> dict:
     metrics = run.experiment.final_evaluation(run.cfg, run.task, run.model)
     return {"experiment": run.experiment.name, "step": run.step, "metrics": metrics,
             "eval_fingerprint": run.experiment.eval_fingerprint(run.cfg, run.task)}
-
-
-def replace_seed(cfg: Any, seed: int) -> Any:
-    return dataclasses.replace(cfg, seed=seed)

@@ -38,11 +38,11 @@ class TransformerConfig:
     vocab_size: int = 12
     n_ctx: int = 8
     d_model: int = 2
-    d_head: int = 2
+    d_head: int | None = None  # None: d_model // heads of the layer
     n_heads: list[int] = field(default_factory=lambda: [1])
     d_mlp: list[int] = field(default_factory=lambda: [32])  # 0 = no FFN in that layer
     act: str = "relu"
-    ffn: str = "mlp"
+    ffn: str | list[str] = "mlp"  # one kind for every layer, or a list (or "a,b") with one per layer
     norm: Literal["pre", "none"] = "none"
     final_norm: bool = False
     attn_out_proj: bool = False
@@ -54,6 +54,7 @@ class TransformerConfig:
     positions: Literal["learned", "none"] = "learned"
     init: Literal["torch", "gpt2"] = "torch"
     init_std: float = 0.02
+    causal: bool = True  # False: every position attends to all (encoder-style, e.g. mean-pooled classifiers)
 
     def __post_init__(self):
         if isinstance(self.n_heads, int):
@@ -63,28 +64,45 @@ class TransformerConfig:
         check(self.vocab_size >= 1, f"model.vocab_size={self.vocab_size} must be >= 1")
         check(self.n_ctx >= 1, f"model.n_ctx={self.n_ctx} must be >= 1")
         check(self.d_model >= 1, f"model.d_model={self.d_model} must be >= 1")
-        check(self.d_head >= 1, f"model.d_head={self.d_head} must be >= 1")
+        check(self.d_head is None or self.d_head >= 1, f"model.d_head={self.d_head} must be >= 1 (or none)")
         check(len(self.n_heads) >= 1, "model.n_heads must list at least one layer")
         check(all(h >= 1 for h in self.n_heads), f"model.n_heads={self.n_heads}: every layer needs >= 1 head")
+        if self.d_head is None:
+            for h in self.n_heads:
+                check(self.d_model % h == 0, f"model.d_model={self.d_model} is not divisible by {h} heads; set model.d_head")
         check(len(self.d_mlp) == len(self.n_heads),
               f"model.d_mlp={self.d_mlp} must have one entry per layer ({len(self.n_heads)} layers from model.n_heads)")
         check(all(w >= 0 for w in self.d_mlp), f"model.d_mlp={self.d_mlp}: widths must be >= 0")
         check_choice("model.act", self.act, ACTIVATIONS)
-        check_choice("model.ffn", self.ffn, FFN_KINDS)
+        if isinstance(self.ffn, str) and "," in self.ffn:
+            self.ffn = [k.strip() for k in self.ffn.split(",")]
+        if isinstance(self.ffn, (list, tuple)):
+            self.ffn = list(self.ffn)
+            check(len(self.ffn) == len(self.n_heads),
+                  f"model.ffn={self.ffn} must have one kind per layer ({len(self.n_heads)} layers)")
+        for kind in ([self.ffn] if isinstance(self.ffn, str) else self.ffn):
+            check_choice("model.ffn", kind, FFN_KINDS)
         check_choice("model.norm", self.norm, ("pre", "none"))
         check_choice("model.positions", self.positions, ("learned", "none"))
         check_choice("model.init", self.init, ("torch", "gpt2"))
         if not self.attn_out_proj:
-            for h in self.n_heads:
-                check(h * self.d_head == self.d_model,
+            for layer, h in enumerate(self.n_heads):
+                check(h * self.head_dim(layer) == self.d_model,
                       f"without model.attn_out_proj, heads x d_head must equal d_model "
-                      f"({h} x {self.d_head} != {self.d_model}); set model.attn_out_proj=true or change the widths")
+                      f"({h} x {self.head_dim(layer)} != {self.d_model}); set model.attn_out_proj=true or change the widths")
         if self.d_vocab_out is not None:
             check(self.d_vocab_out >= 1, f"model.d_vocab_out={self.d_vocab_out} must be >= 1")
+
+    def head_dim(self, layer: int = 0) -> int:
+        """Width of each head of ``layer``: ``d_head``, or ``d_model // n_heads[layer]`` when unset."""
+        return self.d_head if self.d_head is not None else self.d_model // self.n_heads[layer]
 
     @property
     def n_layers(self) -> int:
         return len(self.n_heads)
+
+    def ffn_kind(self, layer: int) -> str:
+        return self.ffn if isinstance(self.ffn, str) else self.ffn[layer]
 
     @property
     def n_out(self) -> int:
@@ -94,16 +112,18 @@ class TransformerConfig:
 class Attention(nn.Module):
     """Multi-head causal self-attention with TransformerLens hook names."""
 
-    def __init__(self, cfg: TransformerConfig, n_heads: int):
+    def __init__(self, cfg: TransformerConfig, layer: int):
         super().__init__()
-        self.n_heads, self.d_head = n_heads, cfg.d_head
-        inner = n_heads * cfg.d_head
+        self.n_heads, self.d_head = cfg.n_heads[layer], cfg.head_dim(layer)
+        n_heads = self.n_heads
+        inner = n_heads * self.d_head
         self.W_Q = nn.Linear(cfg.d_model, inner, bias=cfg.qkv_bias)
         self.W_K = nn.Linear(cfg.d_model, inner, bias=cfg.qkv_bias)
         self.W_V = nn.Linear(cfg.d_model, inner, bias=cfg.qkv_bias)
         self.W_O = nn.Linear(inner, cfg.d_model, bias=cfg.attn_out_bias) if cfg.attn_out_proj else None
         self.register_buffer("causal", torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool).tril(), persistent=False)
         self.use_fast = True
+        self.is_causal = cfg.causal
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
         self.hook_attn_scores, self.hook_pattern, self.hook_z = HookPoint(), HookPoint(), HookPoint()
 
@@ -115,7 +135,7 @@ class Attention(nn.Module):
         v = self.hook_v(self.W_V(x).view(B, T, H, Dh))  # (B, T, H, Dh)
         if self.use_fast and not (self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks):
             z = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                               is_causal=True)  # (B, H, T, Dh)
+                                               is_causal=self.is_causal)  # (B, H, T, Dh)
             z = z.transpose(1, 2)  # (B, T, H, Dh)
         else:
             z = self.reference(q, k, v)
@@ -127,7 +147,8 @@ class Attention(nn.Module):
         """Plain attention: explicit scores, causal mask and softmax (the path hooks see)."""
         T = q.shape[1]
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(self.d_head)  # (B, H, T, T)
-        scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
+        if self.is_causal:
+            scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
         scores = self.hook_attn_scores(scores)  # (B, H, T, T)
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1))  # (B, H, T, T)
         return torch.einsum("bhqk,bkhd->bqhd", pattern, v)  # (B, T, H, Dh)
@@ -139,9 +160,9 @@ class Block(nn.Module):
         pre = cfg.norm == "pre"
         d_mlp = cfg.d_mlp[layer]
         self.ln1 = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
-        self.attn = Attention(cfg, cfg.n_heads[layer])
+        self.attn = Attention(cfg, layer)
         self.ln2 = nn.LayerNorm(cfg.d_model) if pre and d_mlp else nn.Identity()
-        self.mlp = build_ffn(cfg.ffn, cfg.d_model, d_mlp, cfg.act, cfg.mlp_bias) if d_mlp else None
+        self.mlp = build_ffn(cfg.ffn_kind(layer), cfg.d_model, d_mlp, cfg.act, cfg.mlp_bias) if d_mlp else None
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint(), HookPoint()
         self.hook_attn_out, self.hook_mlp_out = HookPoint(), HookPoint()
 

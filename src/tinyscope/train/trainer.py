@@ -165,9 +165,12 @@ class Trainer:
                 f.write(json.dumps(record) + "\n")
 
     def _trainer_state(self) -> dict:
-        return {"step": self.step, "tokens_seen": self.tokens_seen, "wall_time": self.wall_time,
-                "seed": self.seed, "selection": self.selection.state(), "stop": self.stop_rules.state(),
-                "last_metrics": self.last_metrics}
+        state = {"step": self.step, "tokens_seen": self.tokens_seen, "wall_time": self.wall_time,
+                 "seed": self.seed, "selection": self.selection.state(), "stop": self.stop_rules.state(),
+                 "last_metrics": self.last_metrics}
+        if hasattr(self.task, "state_dict"):  # a stateful task (e.g. a curriculum) resumes with the run
+            state["task_state"] = self.task.state_dict()
+        return state
 
     def _save_checkpoint(self) -> None:
         if not self.writes:
@@ -185,6 +188,8 @@ class Trainer:
         self.wall_time, self.last_metrics = state["wall_time"], state.get("last_metrics", {})
         self.selection.load(state["selection"])
         self.stop_rules.load(state["stop"])
+        if "task_state" in state and hasattr(self.task, "load_state_dict"):
+            self.task.load_state_dict(state["task_state"])
         if self.writes:  # forget what was logged after the checkpoint: it will be logged again
             path = self.run_dir / "metrics.jsonl"
             if path.exists():
@@ -254,6 +259,10 @@ class Trainer:
             bar.update(1)
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 self.wall_time = time.perf_counter() - t0
+                if self.dist.world > 1:  # log the mean over ranks: the loss of the global batch
+                    total = torch.tensor([running], dtype=torch.float64, device=self.device)
+                    torch.distributed.all_reduce(total)
+                    running = float(total) / self.dist.world
                 self._log({"step": self.step, "split": "train", "loss": running / n_running,
                            "lr": cfg.lr * mult, "tokens": self.tokens_seen, "time": round(self.wall_time, 3)})
                 bar.set_postfix(loss=f"{running / n_running:.4f}")

@@ -1,0 +1,7 @@
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import matplotlib
+
+matplotlib.use("Agg")
