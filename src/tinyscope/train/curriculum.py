@@ -1,0 +1,170 @@
+"""A reusable, resumable training curriculum: a list of stages, each left when a validation metric
+reaches a threshold or when the stage's step budget runs out, with the samples used per stage.
+
+The curriculum plugs into the foundation :class:`~tinyscope.train.trainer.Trainer` without a
+driver: wrap the task in :class:`CurriculumTask` (its ``sample`` draws the current stage's data
+and counts samples), call :meth:`Curriculum.update` from the evaluator with the evaluation's
+metrics, and let the Trainer checkpoint :meth:`CurriculumTask.state_dict` with its own state
+(it saves a task's ``state_dict`` when the task has one), so a resumed run continues in the same
+stage with the same counters.
+
+Metrics added to each evaluation by :meth:`Curriculum.metrics`: ``stage`` (index of the stage that
+was evaluated), ``progress`` (stage + the advance metric: increases through the curriculum, a
+selection metric), ``done`` (1 once the last stage met its threshold: a stop metric), ``samples``
+(all samples drawn) and ``stage_samples``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+import numpy as np
+
+from ..errors import check, check_choice
+
+
+@dataclass
+class CurriculumConfig:
+    advance_metric: str = "acc"          # evaluation metric compared with the threshold
+    advance_threshold: float = 0.99
+    advance_mode: Literal["max", "min"] = "max"
+    advance_consecutive: int = 1         # evaluations in a row that must meet the threshold
+    stage_steps: int = 0                 # step budget of each non-final stage; 0 = none (threshold only)
+    min_stage_steps: int = 0             # steps a stage trains before it may advance
+
+    def __post_init__(self):
+        check(self.advance_consecutive >= 1, f"curriculum.advance_consecutive={self.advance_consecutive} must be >= 1")
+        check(self.stage_steps >= 0, f"curriculum.stage_steps={self.stage_steps} must be >= 0 (0 = no budget)")
+        check(self.min_stage_steps >= 0, f"curriculum.min_stage_steps={self.min_stage_steps} must be >= 0")
+        check_choice("curriculum.advance_mode", self.advance_mode, ("max", "min"))
+
+
+@dataclass
+class Stage:
+    """One stage: a name and what the data sampler needs (e.g. the removed thinking tokens)."""
+
+    name: str
+    spec: Any = None
+
+
+@dataclass
+class StageRecord:
+    stage: int
+    start_step: int
+    end_step: int | None = None
+    samples: int = 0
+    reason: str | None = None            # "threshold" | "budget" while the stage is over
+
+
+class Curriculum:
+    """Which stage is current, when to move on, and how many samples each stage used."""
+
+    def __init__(self, stages: list[Stage], cfg: CurriculumConfig | None = None):
+        check(len(stages) >= 1, "a curriculum needs at least one stage")
+        self.stages, self.cfg = list(stages), cfg or CurriculumConfig()
+        self.stage = 0
+        self.step = 0                     # steps drawn so far (one ``count`` call per step)
+        self.hits = 0
+        self.done = False
+        self.records: list[StageRecord] = [StageRecord(0, 0)]
+
+    @property
+    def current(self) -> Stage:
+        return self.stages[self.stage]
+
+    @property
+    def is_last(self) -> bool:
+        return self.stage == len(self.stages) - 1
+
+    def count(self, n_samples: int) -> None:
+        """Record one training step that drew ``n_samples`` samples of the current stage."""
+        self.step += 1
+        self.records[-1].samples += int(n_samples)
+
+    def _met(self, metrics: dict) -> bool:
+        if self.cfg.advance_metric not in metrics:
+            check(False, f"curriculum.advance_metric={self.cfg.advance_metric!r} is not among the evaluation's "
+                         f"metrics: {', '.join(metrics)}")
+        value = float(metrics[self.cfg.advance_metric])
+        return value >= self.cfg.advance_threshold if self.cfg.advance_mode == "max" else value <= self.cfg.advance_threshold
+
+    def update(self, metrics: dict) -> dict:
+        """Take an evaluation of the current stage; advance if it is due. Returns :meth:`metrics`
+        of the evaluated stage (read before any advance)."""
+        out = self.metrics(metrics)
+        if self.done:
+            return out
+        record = self.records[-1]
+        in_stage = self.step - record.start_step
+        self.hits = self.hits + 1 if self._met(metrics) else 0
+        if self.hits >= self.cfg.advance_consecutive and in_stage >= self.cfg.min_stage_steps and self.step > 0:
+            self._finish("threshold")
+        elif self.cfg.stage_steps and in_stage >= self.cfg.stage_steps and not self.is_last:
+            self._finish("budget")
+        out["done"] = float(self.done)
+        return out
+
+    def _finish(self, reason: str) -> None:
+        record = self.records[-1]
+        record.end_step, record.reason = self.step, reason
+        self.hits = 0
+        if self.is_last:
+            self.done = True
+        else:
+            self.stage += 1
+            self.records.append(StageRecord(self.stage, self.step))
+
+    def metrics(self, metrics: dict) -> dict:
+        value = float(metrics.get(self.cfg.advance_metric, 0.0))
+        if self.cfg.advance_mode == "min":
+            value = 1.0 / (1.0 + max(value, 0.0))
+        return {"stage": float(self.stage), "progress": self.stage + value, "done": float(self.done),
+                "samples": float(self.samples), "stage_samples": float(self.records[-1].samples)}
+
+    @property
+    def samples(self) -> int:
+        return sum(r.samples for r in self.records)
+
+    def summary(self) -> list[dict]:
+        return [{"stage": r.stage, "name": self.stages[r.stage].name, "start_step": r.start_step,
+                 "end_step": r.end_step, "samples": r.samples, "reason": r.reason} for r in self.records]
+
+    # ----------------------------------------------------------------- resume
+    def state_dict(self) -> dict:
+        return {"stage": self.stage, "step": self.step, "hits": self.hits, "done": self.done,
+                "records": [vars(r).copy() for r in self.records]}
+
+    def load_state_dict(self, state: dict) -> None:
+        check(0 <= state["stage"] < len(self.stages),
+              f"the saved curriculum is at stage {state['stage']}, but this one has {len(self.stages)} stages")
+        self.stage, self.step, self.hits, self.done = state["stage"], state["step"], state["hits"], state["done"]
+        self.records = [StageRecord(**r) for r in state["records"]]
+
+
+class CurriculumTask:
+    """A task whose ``sample`` draws the current stage's data: ``draw(rng, batch_size, stage.spec)``.
+
+    Everything else (attributes of the wrapped task) is forwarded, so evaluators and figures see
+    the wrapped task unchanged.
+    """
+
+    def __init__(self, task: Any, curriculum: Curriculum,
+                 draw: Callable[[np.random.Generator, int, Any], Any] | None = None):
+        self.task, self.curriculum = task, curriculum
+        self._draw = draw or (lambda rng, b, spec: task.sample(rng, b, spec))
+
+    def sample(self, rng: np.random.Generator, batch_size: int):
+        batch = self._draw(rng, batch_size, self.curriculum.current.spec)
+        self.curriculum.count(batch_size)
+        return batch
+
+    def state_dict(self) -> dict:
+        return {"curriculum": self.curriculum.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.curriculum.load_state_dict(state["curriculum"])
+
+    def __getattr__(self, name: str):
+        if name in ("task", "curriculum", "_draw"):
+            raise AttributeError(name)
+        return getattr(self.task, name)
