@@ -1,0 +1,109 @@
+"""Small matplotlib building blocks shared by the geometry views and the movies.
+
+Figures are created with :class:`matplotlib.figure.Figure` directly (no pyplot state), so that
+a view returns a Figure that nothing else holds on to and that the garbage collector frees.
+"""
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.colors import ListedColormap, to_rgba  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+QUERY_COLOR, KEY_COLOR, VALUE_COLOR, MASKED_COLOR = "tab:blue", "tab:red", "tab:green", "0.75"
+CONSTRAINED_OK, CONSTRAINED_WRONG, UNCONSTRAINED = "#4caf50", "#e53935", "#d0d0d0"
+
+
+def new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def token_colors(n: int) -> list[tuple]:
+    """One distinct colour per token id (tab20 for up to 20 tokens, then a hue circle)."""
+    if n <= 20:
+        cmap = matplotlib.colormaps["tab20"]
+        order = [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19]
+        return [cmap.colors[order[i]] for i in range(n)]
+    cmap = matplotlib.colormaps["hsv"]
+    return [cmap(i / n) for i in range(n)]
+
+
+def token_cmap(n: int, alpha: float = 0.45) -> ListedColormap:
+    """A categorical colormap for argmax maps: token id -> its colour, lightened."""
+    cols = [to_rgba(c) for c in token_colors(n)]
+    return ListedColormap([(r * alpha + (1 - alpha), g * alpha + (1 - alpha), b * alpha + (1 - alpha), 1.0)
+                           for r, g, b, _ in cols])
+
+
+def labelled_points(ax, pts: np.ndarray, labels: list[str], colors, size: float = 14, fontsize: float = 6.5,
+                    alpha: float = 1.0):
+    """Scatter 2-D points with a text label beside each; returns (PathCollection, [Text])."""
+    pts = np.asarray(pts).reshape(-1, 2)
+    sc = ax.scatter(pts[:, 0], pts[:, 1], s=size, c=colors, alpha=alpha, linewidths=0, zorder=3)
+    texts = [ax.text(x, y, lab, fontsize=fontsize, color="0.1", ha="left", va="bottom", zorder=4, clip_on=True)
+             for (x, y), lab in zip(pts, labels)]
+    return sc, texts
+
+
+def heatmap(ax, M: np.ndarray, row_labels=None, col_labels=None, cmap: str = "RdBu_r", annotate: bool = True,
+            symmetric: bool = True, fmt: str = "{:.2f}", vmin=None, vmax=None, fontsize: float = 7):
+    """A matrix as a heatmap with optional value annotations; NaN / -inf cells are drawn blank."""
+    M = np.asarray(M, dtype=np.float64)
+    finite = M[np.isfinite(M)]
+    if vmin is None and vmax is None and finite.size:
+        if symmetric:
+            m = float(np.abs(finite).max()) or 1.0
+            vmin, vmax = -m, m
+        else:
+            vmin, vmax = float(finite.min()), float(finite.max())
+    shown = np.where(np.isfinite(M), M, np.nan)
+    im = ax.imshow(shown, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    if row_labels is not None:
+        ax.set_yticks(range(len(row_labels)), row_labels, fontsize=fontsize)
+    if col_labels is not None:
+        ax.set_xticks(range(len(col_labels)), col_labels, fontsize=fontsize)
+    if annotate and M.size <= 400:
+        for (i, j), val in np.ndenumerate(M):
+            if np.isfinite(val):
+                ax.text(j, i, fmt.format(val), ha="center", va="center", fontsize=fontsize - 1, color="0.1")
+    return im
+
+
+def matrix_inset(ax, W: np.ndarray | None, name: str) -> None:
+    """Draw a small annotated heatmap of W in the lower-right corner of ax (Fig. 6 insets)."""
+    if W is None or W.size > 16:
+        return
+    inset = ax.inset_axes([0.70, 0.02, 0.28, 0.28])
+    heatmap(inset, W, annotate=True, fontsize=6)
+    inset.set_xticks([])
+    inset.set_yticks([])
+    inset.set_title(name, fontsize=7, pad=1)
+
+
+def set_plane_axes(ax, plane, space: str, title: str) -> None:
+    xl, yl = plane.axis_labels(space)
+    ax.set_xlabel(xl, fontsize=8)
+    ax.set_ylabel(yl, fontsize=8)
+    ax.set_title(title + (f"\n[{plane.note}]" if plane.note else ""), fontsize=9)
+    ax.tick_params(labelsize=7)
+
+
+def figure_png(fig: Figure, dpi: int = 110) -> bytes:
+    """PNG bytes of a figure."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def figure_rgb(fig: Figure) -> np.ndarray:
+    """The figure drawn by Agg, as an (H, W, 3) uint8 array (a fresh copy)."""
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()

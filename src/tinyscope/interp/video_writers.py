@@ -1,0 +1,143 @@
+"""Frame-by-frame video writers that never hold more than one frame in memory.
+
+:class:`GifStream` writes an animated GIF89a incrementally: each frame is palettised and
+LZW-encoded by Pillow as a one-frame GIF, whose image block is copied into the open file with
+its palette as a local colour table. (Pillow's own multi-frame writer, and imageio's on top of
+it, collect every frame before writing.) :class:`Mp4Stream` pipes raw RGB frames into an
+``ffmpeg`` process when one is available (on PATH or from the optional ``imageio-ffmpeg``).
+"""
+from __future__ import annotations
+
+import io
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def ffmpeg_executable() -> str | None:
+    """Path of an ffmpeg binary, or None when no MP4 encoder is available."""
+    exe = shutil.which("ffmpeg")
+    if exe:
+        return exe
+    try:
+        import imageio_ffmpeg
+
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except Exception:  # not installed, or its binary is missing
+        return None
+
+
+def _skip_sub_blocks(data: bytes, i: int) -> int:
+    """Index just past a chain of GIF data sub-blocks starting at ``i`` (ends with a 0 byte)."""
+    while data[i]:
+        i += data[i] + 1
+    return i + 1
+
+
+def gif_image_block(frame: np.ndarray, colors: int = 256) -> tuple[bytes, int, int]:
+    """(image descriptor + local colour table + LZW data, width, height) of one RGB frame."""
+    img = Image.fromarray(np.ascontiguousarray(frame[..., :3]), "RGB")
+    img = img.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buf = io.BytesIO()
+    img.save(buf, format="GIF")
+    data = buf.getvalue()
+    width, height, packed = struct.unpack("<HHB", data[6:11])
+    i = 13
+    gct, gct_bits = b"", 0
+    if packed & 0x80:
+        gct_bits = packed & 0x07
+        size = 3 * (1 << (gct_bits + 1))
+        gct, i = data[i:i + size], i + size
+    while data[i] != 0x2C:  # skip extensions until the image descriptor
+        if data[i] != 0x21:
+            raise ValueError(f"unexpected GIF block 0x{data[i]:02x}")
+        i = _skip_sub_blocks(data, i + 2)
+    desc = bytearray(data[i:i + 10])
+    i += 10
+    if desc[9] & 0x80:  # the frame already carries a local table: keep it
+        lct_size = 3 * (1 << ((desc[9] & 0x07) + 1))
+        table, i = data[i:i + lct_size], i + lct_size
+    else:
+        desc[9] = (desc[9] & 0x40) | 0x80 | gct_bits
+        table = gct
+    start = i
+    i = _skip_sub_blocks(data, i + 1)  # LZW minimum code size, then the data sub-blocks
+    return bytes(desc) + table + data[start:i], width, height
+
+
+class GifStream:
+    """An animated GIF written one frame at a time; ``with GifStream(path, fps) as g: g.write(rgb)``."""
+
+    def __init__(self, path: str | Path, fps: float = 8.0, loop: int = 0):
+        self.path = Path(path)
+        self.delay = max(2, int(round(100 / fps)))  # centiseconds
+        self.loop = loop
+        self.frames = 0
+        self.size: tuple[int, int] | None = None
+        self._file = None
+
+    def __enter__(self) -> "GifStream":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp")
+        self._file = open(self._tmp, "wb")
+        return self
+
+    def write(self, frame: np.ndarray) -> None:
+        block, w, h = gif_image_block(frame)
+        if self.size is None:
+            self.size = (w, h)
+            self._file.write(b"GIF89a" + struct.pack("<HHBBB", w, h, 0x70, 0, 0))
+            self._file.write(b"\x21\xff\x0bNETSCAPE2.0\x03\x01" + struct.pack("<H", self.loop) + b"\x00")
+        elif (w, h) != self.size:
+            raise ValueError(f"frame {self.frames} is {w}x{h}, the movie is {self.size[0]}x{self.size[1]}")
+        self._file.write(b"\x21\xf9\x04\x04" + struct.pack("<H", self.delay) + b"\x00\x00")
+        self._file.write(block)
+        self.frames += 1
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._file.write(b"\x3b")
+        self._file.close()
+        if exc_type is None:
+            self._tmp.replace(self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
+
+
+class Mp4Stream:
+    """An H.264 MP4 written by piping frames to ffmpeg; frame sides are padded to even sizes."""
+
+    def __init__(self, path: str | Path, fps: float = 8.0, exe: str | None = None):
+        self.path = Path(path)
+        self.fps = fps
+        self.exe = exe or ffmpeg_executable()
+        if self.exe is None:
+            raise RuntimeError("no ffmpeg found: install ffmpeg or `pip install imageio-ffmpeg` for MP4 movies")
+        self.frames = 0
+        self._proc = None
+
+    def __enter__(self) -> "Mp4Stream":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def write(self, frame: np.ndarray) -> None:
+        h, w = frame.shape[:2]
+        if self._proc is None:
+            self._size = (w, h)
+            cmd = [self.exe, "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
+                   "-r", str(self.fps), "-i", "-", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-pix_fmt", "yuv420p",
+                   "-c:v", "libx264", "-preset", "veryfast", str(self.path)]
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._proc.stdin.write(np.ascontiguousarray(frame[..., :3], dtype=np.uint8).tobytes())
+        self.frames += 1
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._proc is None:
+            return
+        self._proc.stdin.close()
+        err = self._proc.stderr.read().decode(errors="replace")
+        if self._proc.wait() != 0 and exc_type is None:
+            raise RuntimeError(f"ffmpeg failed writing {self.path}: {err.strip()[-300:]}")
