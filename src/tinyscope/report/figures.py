@@ -1,0 +1,73 @@
+"""Seed-statistics figures: a metric against evaluation length, mean ± sample SD per setting,
+with the out-of-distribution lengths (longer than any training length) shaded.
+
+Plotting functions take data and return a matplotlib Figure (Agg); saving is the caller's.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .records import split_length  # noqa: E402
+from .stats import SettingSummary, Stat  # noqa: E402
+
+
+def length_families(summaries: Sequence[SettingSummary]) -> dict[str, list[int]]:
+    """Metric base names that are indexed by length (``acc@256``, ``acc@1024`` -> ``acc``), with
+    their lengths; a family needs at least two lengths to be drawn as a curve."""
+    fam: dict[str, set[int]] = defaultdict(set)
+    for g in summaries:
+        for m in g.metrics():
+            parsed = split_length(m)
+            if parsed:
+                fam[parsed[0]].add(parsed[1])
+    return {k: sorted(v) for k, v in sorted(fam.items()) if len(v) >= 2}
+
+
+def curve(summary: SettingSummary, family: str) -> list[tuple[int, Stat]]:
+    """(length, mean ± SD over seeds) of ``family`` for one setting, sorted by length."""
+    points = {}
+    for m in summary.metrics():
+        parsed = split_length(m)
+        if parsed and parsed[0] == family:
+            points[parsed[1]] = summary.stat(m)
+    return sorted(points.items())
+
+
+def plot_length_curves(summaries: Sequence[SettingSummary], family: str, labels: Sequence[str],
+                       ood_above: float | None = None, scale: float = 1.0, ylabel: str | None = None) -> Figure:
+    """One error-bar line per setting: ``family`` at each evaluation length (mean ± sample SD
+    over seeds, the SD as error bars); lengths > ``ood_above`` are shaded as OOD."""
+    fig, ax = plt.subplots(figsize=(6.0, 3.8), layout="constrained")
+    lengths: set[int] = set()
+    for g, label in zip(summaries, labels):
+        pts = curve(g, family)
+        if not pts:
+            continue
+        xs = [x for x, _ in pts]
+        lengths.update(xs)
+        ys = [s.mean * scale for _, s in pts]
+        es = [0.0 if math.isnan(s.sd) else s.sd * scale for _, s in pts]
+        n = min(s.n for _, s in pts)
+        ax.errorbar(xs, ys, yerr=es, marker="o", ms=4, capsize=3, lw=1.5, label=f"{label} (n={n})")
+    if lengths and min(lengths) > 0 and max(lengths) / min(lengths) >= 8:
+        ax.set_xscale("log", base=2)
+    if ood_above is not None and lengths and max(lengths) > ood_above:
+        lo = min(lengths)
+        right = max(lengths) * (1.3 if ax.get_xscale() == "log" else 1.0) + (0 if ax.get_xscale() == "log" else 0.05 * (max(lengths) - lo))
+        ax.axvspan(ood_above, right, color="0.85", zorder=0, label=f"OOD (> {ood_above:g})")
+        ax.set_xlim(right=right)
+    ax.set_xlabel("evaluation length")
+    ax.set_ylabel(ylabel or family)
+    ax.grid(alpha=0.3)
+    if labels:
+        ax.legend(fontsize=8)
+    ax.set_title(f"{family}: mean ± sample SD over seeds")
+    return fig

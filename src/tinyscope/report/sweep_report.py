@@ -1,0 +1,196 @@
+"""`tinyscope report DIR`: seed statistics of every setting under DIR, paired differences of
+matched variants, run counts, length curves, and registered paper tables.
+
+Writes DIR/report/ (``summary.md|csv|tex``, ``pairs.csv|tex``, ``table-NAME.md|csv|tex``,
+``figures/*.png``) and returns the Markdown. Not to be confused with the single-run
+RUN/report.html of `tinyscope run`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import TinyscopeError
+from .figures import length_families, plot_length_curves
+from .records import RunRecord, format_value, load_records
+from .stats import FingerprintMismatch, SettingSummary, paired_differences, summarize, variants_along
+from .tables import Table, get_table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    markdown: str
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def varying_keys(summaries: Sequence[SettingSummary]) -> list[str]:
+    """Setting keys whose value is not the same in every summary (sorted)."""
+    keys = sorted({k for g in summaries for k in g.setting})
+    return [k for k in keys if len({format_value(g.setting.get(k)) for g in summaries}) > 1] or keys
+
+
+def summary_table(summaries: Sequence[SettingSummary], metrics: Sequence[str], caption: str) -> Table:
+    """One row per setting (and evaluation set): its keys, n seeds, and mean ± SD per metric."""
+    keys = varying_keys(summaries)
+    split_fp = len({g.eval_fingerprint for g in summaries}) > 1
+    headers = keys + (["eval set"] if split_fp else []) + ["n"] + list(metrics)
+    rows = []
+    for g in summaries:
+        row = [format_value(g.runs[0].config.get(k)) for k in keys]
+        row += [g.eval_fingerprint or "–"] if split_fp else []
+        row.append(len(g.runs))
+        row += [g.stat(m) for m in metrics]
+        rows.append(row)
+    return Table(headers, rows, caption)
+
+
+def status_table(records: Sequence[RunRecord]) -> Table:
+    """Runs per setting and status (done / failed / incomplete), and the failures' seeds."""
+    counts: dict[tuple, Counter] = defaultdict(Counter)
+    failed: dict[tuple, list[int]] = defaultdict(list)
+    for r in records:
+        key = (r.experiment, r.preset, r.label())
+        counts[key][r.status] += 1
+        if r.status == "failed":
+            failed[key].append(r.seed)
+    rows = [[exp, preset, label, c["done"], c["failed"], c["incomplete"], " ".join(map(str, sorted(failed[(exp, preset, label)])))]
+            for (exp, preset, label), c in sorted(counts.items())]
+    return Table(["experiment", "preset", "setting", "done", "failed", "incomplete", "failed seeds"], rows,
+                 "Runs per setting (see RUN/error.txt of a failed run)")
+
+
+def canonical(text: str) -> str:
+    """A grid value as the config stores it (``3e-3`` -> ``0.003``), to match config values."""
+    try:
+        return format_value(json.loads(text))
+    except ValueError:
+        return text
+
+
+def pairs_table(records: Sequence[RunRecord], key: str, order: Sequence[str] | None, metrics: Sequence[str],
+                strict: bool, notes: list[str]) -> Table | None:
+    """Paired differences ``variant - baseline`` along ``key`` (baseline: first value in ``order``)."""
+    rows = []
+    for (exp, preset, others), by_value in variants_along(records, key).items():
+        if len(by_value) < 2:
+            continue
+        values = [v for v in (order or []) if v in by_value] + sorted(v for v in by_value if v not in (order or []))
+        base = values[0]
+        for v in values[1:]:
+            try:
+                diffs = paired_differences(by_value[v], by_value[base], metrics)
+            except FingerprintMismatch as exc:
+                if strict:
+                    raise
+                notes.append(f"not paired ({key}={v} vs {base}): {exc}")
+                continue
+            if not diffs or diffs[0].stat.n == 0:
+                continue
+            label = ", ".join(f"{k}={val}" for k, val in others) or "(preset)"
+            rows.append([exp, label, f"{v} − {base}", diffs[0].stat.n] + [d.stat for d in diffs])
+    if not rows:
+        return None
+    return Table(["experiment", "matched on", key, "pairs"] + list(metrics), rows,
+                 f"Paired differences along {key} (same seed, same evaluation set), mean ± sample SD")
+
+
+def _write(folder: Path, stem: str, table: Table, files: list[Path]) -> None:
+    for ext, fmt in (("md", "markdown"), ("csv", "csv"), ("tex", "latex")):
+        p = folder / f"{stem}.{ext}"
+        p.write_text(table.render(fmt))
+        files.append(p)
+
+
+def _ood_above(records: Sequence[RunRecord]) -> float | None:
+    """The longest training length, if the experiment says (optional ``max_train_length(cfg)``)."""
+    from ..experiments.runner import read_config
+
+    bounds = set()
+    for r in records:
+        try:
+            exp, _, cfg = read_config(r.path)
+        except TinyscopeError:
+            continue
+        fn = getattr(exp, "max_train_length", None)
+        if callable(fn) and fn(cfg) is not None:
+            bounds.add(float(fn(cfg)))
+    return min(bounds) if bounds else None
+
+
+def build_report(folder: str | Path, table: str | None = None, pair: str | None = None,
+                 ood_above: float | None = None, metrics: Sequence[str] | None = None,
+                 write: bool = True) -> SweepReport:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise TinyscopeError(f"{folder} is not a folder of runs")
+    everything = load_records(folder, status=None)
+    records = [r for r in everything if r.status == "done"]
+    if not records:
+        raise TinyscopeError(f"no finished runs (results.json) under {folder}")
+    out = folder / "report"
+    files: list[Path] = []
+    if write:
+        (out / "figures").mkdir(parents=True, exist_ok=True)
+    if table:
+        t = get_table(table).build(records)
+        if write:
+            _write(out, f"table-{table}", t, files)
+        return SweepReport(t.to_markdown(), files)
+
+    sweep = json.loads((folder / "sweep.json").read_text()) if (folder / "sweep.json").exists() else {}
+    grid_order: dict[str, list[str]] = sweep.get("grid", {})
+    notes: list[str] = []
+    sections, summary_tables = [], []
+    by_exp: dict[tuple, list[RunRecord]] = defaultdict(list)
+    for r in records:
+        by_exp[(r.experiment, r.preset)].append(r)
+    for (exp, preset), recs in sorted(by_exp.items()):
+        summaries = summarize(recs)
+        names = list(metrics) if metrics else list(dict.fromkeys(m for g in summaries for m in g.metrics()))
+        t = summary_table(summaries, names, f"{exp} ({preset}): mean ± sample SD over seeds")
+        summary_tables.append(t)
+        sections.append(t.to_markdown())
+        pair_keys = [pair] if pair else [k for k in (grid_order or varying_keys(summaries))
+                                         if any(k in g.setting for g in summaries)]
+        for key in pair_keys:
+            pt = pairs_table(recs, key, [canonical(str(v)) for v in grid_order.get(key, [])], names, strict=bool(pair), notes=notes)
+            if pt is not None:
+                sections.append(pt.to_markdown())
+                if write:
+                    _write(out, f"pairs-{exp}-{key}", pt, files)
+        bound = ood_above if ood_above is not None else _ood_above(recs)
+        labels = [", ".join(f"{k}={format_value(g.setting.get(k))}" for k in varying_keys(summaries)) or "default"
+                  for g in summaries]
+        for family in length_families(summaries):
+            fig = plot_length_curves(summaries, family, labels, ood_above=bound)
+            if write:
+                p = out / "figures" / f"{exp}-{family.replace('/', '_')}.png"
+                fig.savefig(p, dpi=120)
+                files.append(p)
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
+    n_failed = sum(1 for r in everything if r.status == "failed")
+    n_incomplete = sum(1 for r in everything if r.status == "incomplete")
+    head = f"# Runs under {folder}\n\n{len(records)} finished, {n_failed} failed, {n_incomplete} incomplete.\n"
+    if n_failed or n_incomplete:
+        st = status_table(everything)
+        sections.append(st.to_markdown())
+        if write:
+            _write(out, "status", st, files)
+    if notes:
+        sections.append("\n".join(f"- {n}" for n in notes) + "\n")
+    markdown = "\n".join([head] + sections)
+    if write:
+        (out / "summary.md").write_text(markdown)
+        (out / "summary.csv").write_text("".join(t.to_csv() for t in summary_tables))
+        (out / "summary.tex").write_text("".join(t.to_latex() for t in summary_tables))
+        files += [out / "summary.md", out / "summary.csv", out / "summary.tex"]
+    return SweepReport(markdown, files, notes)

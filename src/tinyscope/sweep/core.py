@@ -1,0 +1,157 @@
+"""Run a sweep: expand the grid, skip complete runs, resume interrupted ones, keep the index.
+
+Layout of a sweep folder::
+
+    sweep.json          the latest invocation (experiment, preset, seeds, grid, --set values)
+    index.sqlite        the run index (see :mod:`tinyscope.sweep.index`)
+    runs/<setting>/s<seed>/   one run directory each (config.json, metrics.jsonl, results.json,
+                        checkpoints/, sweep_job.json, and error.txt when it failed)
+    report/             written by `tinyscope report DIR`
+
+Rerunning the same command is how a sweep is resumed: runs with results.json are skipped,
+others restart from their last resume checkpoint (``run_experiment(..., resume=True)``),
+and runs that failed are tried again.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from tqdm.auto import tqdm
+
+from ..errors import ConfigError, TinyscopeError
+from ..train.checkpoint import atomic_write_json
+from .grid import RunSpec, SweepSpec
+from .index import RunIndex, first_line
+
+log = logging.getLogger(__name__)
+BACKENDS = ("local", "ray")
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def threads_per_job(n_jobs: int, cores: int | None = None) -> int:
+    """Threads for each of ``n_jobs`` concurrent runs so that together they use the cores once."""
+    return max(1, (cores or available_cores()) // max(1, n_jobs))
+
+
+@contextlib.contextmanager
+def sweep_lock(folder: Path) -> Iterator[None]:
+    """Refuse a second sweep writing into the same folder at the same time."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    with open(folder / ".sweep.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TinyscopeError(f"another sweep is writing into {folder}; wait for it or choose another --out") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@dataclass
+class SweepResult:
+    total: int
+    skipped: int = 0                                   # complete before this invocation
+    done: int = 0                                      # completed by this invocation
+    failed: list[tuple[str, str]] = field(default_factory=list)   # (run path, error's last line)
+    wall_time: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "local", address: str | None = None,
+              threads: int | None = None, progress: bool = True) -> SweepResult:
+    """Run every (grid point, seed) of ``spec`` into ``out``; see the module docstring."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend {backend!r} is not known; choose one of {', '.join(BACKENDS)}")
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs} must be >= 1")
+    if address and backend != "ray":
+        raise ConfigError("--address is for --backend ray")
+    runs = spec.validate()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    threads = threads or threads_per_job(jobs)
+    t0 = time.perf_counter()
+    with sweep_lock(out), RunIndex(out) as index:
+        atomic_write_json(out / "sweep.json", {**asdict(spec), "jobs": jobs, "backend": backend, "threads": threads,
+                                               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        todo: list[RunSpec] = []
+        for r in runs:
+            index.register(r.rel_path, r.experiment, r.preset, r.seed, r.overrides)
+            if (out / r.rel_path / "results.json").exists():
+                if index.db.execute("SELECT status FROM runs WHERE path=?", (r.rel_path,)).fetchone()[0] != "done":
+                    index.scan(out / r.rel_path)
+            else:
+                todo.append(r)
+        result = SweepResult(total=len(runs), skipped=len(runs) - len(todo))
+        counts = {"running": 0, "failed": 0}
+        bar = tqdm(total=len(runs), initial=result.skipped, desc=f"sweep {spec.experiment}", unit="run",
+                   disable=not (progress and sys.stderr.isatty()), dynamic_ncols=True)
+        bar.set_postfix(running=0, failed=0)
+
+        def on_start(job: dict) -> None:
+            index.mark_running(_rel(job))
+            counts["running"] += 1
+            bar.set_postfix(running=counts["running"], failed=counts["failed"])
+
+        def on_finish(job: dict, row: dict[str, Any]) -> None:
+            rel = _rel(job)
+            index.record_finish(rel, row)
+            counts["running"] -= 1
+            if row["status"] == "done":
+                result.done += 1
+            else:
+                counts["failed"] += 1
+                result.failed.append((rel, first_line(row.get("error"))))
+                log.warning("run %s failed: %s", rel, first_line(row.get("error")))
+            bar.update(1)
+            bar.set_postfix(running=counts["running"], failed=counts["failed"])
+
+        job_dicts = [{"spec": r.to_dict(), "run_dir": str((out / r.rel_path).resolve()), "threads": threads}
+                     for r in todo]
+        try:
+            if backend == "local":
+                from .local import run_local
+
+                run_local(job_dicts, jobs, on_start, on_finish)
+            else:
+                from .ray_backend import run_ray
+
+                run_ray(job_dicts, jobs, on_start, on_finish, address=address, threads=threads)
+        finally:
+            bar.close()
+            # runs stopped by an interruption are no longer running: say so in the index
+            index.db.execute("UPDATE runs SET status='incomplete' WHERE status='running'")
+            index.db.commit()
+    result.wall_time = time.perf_counter() - t0
+    return result
+
+
+def _rel(job: dict) -> str:
+    return RunSpec.from_dict(job["spec"]).rel_path
+
+
+def load_sweep(out: str | Path) -> dict:
+    p = Path(out) / "sweep.json"
+    return json.loads(p.read_text()) if p.exists() else {}

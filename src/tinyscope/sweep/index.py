@@ -1,0 +1,206 @@
+"""The run index: one SQLite table (standard library ``sqlite3``) of every run of a sweep or a
+folder of runs, updated by the sweep as runs start and finish, queried by ``tinyscope runs``.
+
+Columns: path (relative to the index's folder), experiment, preset, seed, setting (JSON of the
+config keys that differ from the preset), overrides (JSON list as given), status
+(pending | running | done | failed | incomplete), error, started, finished (Unix time),
+wall_time (s), steps, selected_step, tokens, eval_fingerprint, metrics (JSON), attempts.
+
+Queries run on a read-only connection against a view with one column per metric and per
+setting key, so ``--where "rule_error < 0.1 AND seed = 42"`` or ``--where '"train.lr" = 0.003'``
+work as SQL.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import ConfigError
+from ..report.records import RunRecord, find_runs, format_value, read_run
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    path TEXT PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    preset TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    setting TEXT NOT NULL DEFAULT '{}',
+    overrides TEXT NOT NULL DEFAULT '[]',
+    status TEXT NOT NULL DEFAULT 'pending',
+    error TEXT,
+    started REAL,
+    finished REAL,
+    wall_time REAL,
+    steps INTEGER,
+    selected_step INTEGER,
+    tokens INTEGER,
+    eval_fingerprint TEXT,
+    metrics TEXT NOT NULL DEFAULT '{}',
+    attempts INTEGER NOT NULL DEFAULT 0
+)
+"""
+BASE_COLUMNS = ["path", "experiment", "preset", "seed", "setting", "status", "wall_time", "steps", "tokens"]
+INDEX_NAME = "index.sqlite"
+
+
+def row_from_record(rec: RunRecord) -> dict[str, Any]:
+    """The index columns that a run directory determines."""
+    return {"experiment": rec.experiment, "preset": rec.preset, "seed": rec.seed,
+            "setting": json.dumps(rec.setting, sort_keys=True), "status": rec.status, "error": rec.error,
+            "wall_time": rec.wall_time, "steps": rec.steps, "selected_step": rec.selected_step,
+            "tokens": rec.tokens, "eval_fingerprint": rec.eval_fingerprint,
+            "metrics": json.dumps(rec.metrics, sort_keys=True)}
+
+
+def first_line(error: str | None) -> str:
+    """The last non-empty line of a traceback (the exception), for one-line displays."""
+    lines = [ln for ln in (error or "").splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+class RunIndex:
+    """The SQLite index at ``folder/index.sqlite``; only one writer (the sweep) at a time."""
+
+    def __init__(self, folder: str | Path, readonly: bool = False):
+        self.folder = Path(folder)
+        self.path = self.folder / INDEX_NAME
+        if readonly:
+            if not self.path.exists():
+                raise ConfigError(f"{self.folder} has no run index ({INDEX_NAME}); `tinyscope runs {self.folder} "
+                                  f"--scan` builds one from its run directories")
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db.execute(SCHEMA)
+            self.db.commit()
+        self.db.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "RunIndex":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writes
+    def register(self, path: str, experiment: str, preset: str, seed: int, overrides: list[str]) -> None:
+        """Add a run as pending unless it is already known."""
+        self.db.execute("INSERT OR IGNORE INTO runs (path, experiment, preset, seed, overrides) VALUES (?,?,?,?,?)",
+                        (path, experiment, preset, seed, json.dumps(overrides)))
+        self.db.commit()
+
+    def mark_running(self, path: str) -> None:
+        self.db.execute("UPDATE runs SET status='running', started=?, error=NULL, attempts=attempts+1 WHERE path=?",
+                        (time.time(), path))
+        self.db.commit()
+
+    def update(self, path: str, row: dict[str, Any]) -> None:
+        """Write the columns in ``row`` for ``path`` (inserting the run if it is new)."""
+        cols = [c for c in row if c != "path"]
+        exists = self.db.execute("SELECT 1 FROM runs WHERE path=?", (path,)).fetchone()
+        if exists:
+            self.db.execute(f"UPDATE runs SET {', '.join(f'{c}=?' for c in cols)} WHERE path=?",
+                            [row[c] for c in cols] + [path])
+        else:
+            self.db.execute(f"INSERT INTO runs (path, {', '.join(cols)}) VALUES ({', '.join('?' * (len(cols) + 1))})",
+                            [path] + [row[c] for c in cols])
+        self.db.commit()
+
+    def record_finish(self, path: str, row: dict[str, Any]) -> None:
+        self.update(path, {**row, "finished": time.time()})
+
+    def scan(self, root: str | Path | None = None) -> int:
+        """Index (or refresh) every run directory under ``root`` (default: the index's folder)."""
+        root = Path(root) if root is not None else self.folder
+        n = 0
+        for run_dir in find_runs(root):
+            rel = _relpath(run_dir, self.folder)
+            current = self.db.execute("SELECT status FROM runs WHERE path=?", (rel,)).fetchone()
+            row = row_from_record(read_run(run_dir))
+            if current is not None and current["status"] == "running" and row["status"] == "incomplete":
+                continue  # a live sweep owns it
+            self.update(rel, row)
+            n += 1
+        return n
+
+    # ------------------------------------------------------------------ reads
+    def counts(self) -> dict[str, int]:
+        return {r["status"]: r["n"] for r in self.db.execute("SELECT status, COUNT(*) AS n FROM runs GROUP BY status")}
+
+    def metric_names(self) -> list[str]:
+        names: dict[str, None] = {}
+        for (m,) in self.db.execute("SELECT metrics FROM runs"):
+            names.update(dict.fromkeys(json.loads(m or "{}")))
+        return list(names)
+
+    def setting_keys(self) -> list[str]:
+        keys: dict[str, None] = {}
+        for (s,) in self.db.execute("SELECT setting FROM runs"):
+            keys.update(dict.fromkeys(sorted(json.loads(s or "{}"))))
+        return list(keys)
+
+    def query(self, where: str | None = None, order: str = "path") -> tuple[list[str], list[dict]]:
+        """Rows matching the SQL expression ``where`` over the base columns, every metric and
+        every setting key (quote names with dots or @: ``"train.lr"``, ``"acc@256"``)."""
+        taken = {d[1] for d in self.db.execute("PRAGMA table_info(runs)")}
+        metrics = [m for m in self.metric_names() if m not in taken]
+        settings = [k for k in self.setting_keys() if k not in taken and k not in metrics]
+        q = lambda name: '"' + name.replace('"', '""') + '"'  # noqa: E731
+        extra = [f"json_extract(metrics, {_json_path(m)}) AS {q(m)}" for m in metrics]
+        extra += [f"json_extract(setting, {_json_path(k)}) AS {q(k)}" for k in settings]
+        self.db.execute("DROP VIEW IF EXISTS temp.v")
+        self.db.execute(f"CREATE TEMP VIEW v AS SELECT runs.*{''.join(', ' + e for e in extra)} FROM runs")
+        sql = "SELECT * FROM v" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
+        try:
+            cur = self.db.execute(sql)
+        except sqlite3.Error as exc:
+            known = ", ".join(BASE_COLUMNS + metrics + settings)
+            raise ConfigError(f"--where {where!r} is not a valid SQL condition ({exc}); columns: {known}") from None
+        cols = [d[0] for d in cur.description]
+        return cols, [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def _json_path(key: str) -> str:
+    return "'$.\"" + key.replace("'", "''").replace('"', '\\"') + "\"'"
+
+
+def _relpath(path: Path, folder: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(folder.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def setting_label(setting_json: str) -> str:
+    setting = json.loads(setting_json or "{}")
+    return ", ".join(f"{k}={format_value(v)}" for k, v in sorted(setting.items())) or "default"
+
+
+def rows_for_display(cols: list[str], rows: Iterable[dict], columns: list[str] | None = None) -> tuple[list[str], list[list]]:
+    """Columns to show (base columns without JSON blobs, then metrics) and their values."""
+    rows = list(rows)
+    hidden = {"overrides", "metrics", "started", "finished", "attempts", "eval_fingerprint", "selected_step"}
+    if not any(r["error"] for r in rows):
+        hidden.add("error")
+    show = columns or [c for c in cols if c not in hidden]
+    unknown = [c for c in show if c not in cols]
+    if unknown:
+        raise ConfigError(f"--columns: unknown column {unknown[0]!r}; choose from {', '.join(cols)}")
+    out = []
+    for r in rows:
+        vals = []
+        for c in show:
+            v = r[c]
+            if c == "setting":
+                v = setting_label(v)
+            elif c == "error" and not columns:
+                v = first_line(v)
+            vals.append(v)
+        out.append(vals)
+    return show, out

@@ -1,0 +1,64 @@
+"""The local backend: at most N runs at once, each in its own process.
+
+Processes come from a fork server that has already imported torch and every experiment
+(``multiprocessing`` "forkserver" with a preload), so a run starts in milliseconds, yet no
+process inherits the sweep's threads or state. Each child holds the read end of a pipe whose
+write end only the sweep holds: if the sweep is killed, even with SIGKILL, the pipe closes
+and the child exits, so a rerun never races a leftover process.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections import deque
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any, Callable
+
+Job = dict[str, Any]
+
+
+def context() -> mp.context.BaseContext:
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["tinyscope.sweep.worker"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
+              on_finish: Callable[[Job, dict], None], poll_s: float = 0.5) -> None:
+    """Run ``jobs`` with at most ``n_jobs`` processes; ``on_finish(job, row)`` gets each index row.
+
+    On an exception (KeyboardInterrupt included) the running processes are stopped before it
+    propagates; their runs resume from their last checkpoint next time."""
+    from . import worker
+
+    ctx = context()
+    pending: deque[Job] = deque(jobs)
+    running: dict[int, tuple[Any, Job, Any]] = {}
+    try:
+        while pending or running:
+            while pending and len(running) < n_jobs:
+                job = pending.popleft()
+                (Path(job["run_dir"]) / "error.txt").unlink(missing_ok=True)
+                reader, writer = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=worker.child_main, args=(job, reader), daemon=True,
+                                   name=f"tinyscope-run-{job['spec']['setting']}-s{job['spec']['seed']}")
+                proc.start()
+                reader.close()
+                running[proc.sentinel] = (proc, job, writer)
+                on_start(job)
+            for sentinel in wait(list(running), timeout=poll_s):
+                proc, job, writer = running.pop(sentinel)
+                proc.join()
+                writer.close()
+                on_finish(job, worker.outcome(Path(job["run_dir"]), proc.exitcode))
+    finally:
+        for proc, _, writer in running.values():
+            proc.terminate()
+        for proc, _, writer in running.values():
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            writer.close()
