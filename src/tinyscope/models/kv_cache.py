@@ -1,0 +1,84 @@
+"""Incremental (KV-cached) decoding for :class:`~tinyscope.models.transformer.Transformer`.
+
+The decoder reads the model's own modules (embeddings, LayerNorms, W_Q/W_K/W_V/W_O, FFNs,
+unembedding) and keeps, per layer, the keys and values of every position seen so far, so one
+new token costs one row of attention instead of a full forward pass. ``prefill`` + ``step``
+reproduce ``model(tokens)`` exactly (tests compare them); hooks are not run.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..errors import check
+
+
+class KVCacheDecoder:
+    """Prefill a batch of prompts, then append one token at a time.
+
+    >>> dec = KVCacheDecoder(model)
+    >>> logits = dec.prefill(prompt)        # (B, P, n_out), equals model(prompt)
+    >>> nxt = dec.step(tokens)              # (B, n_out): logits after appending tokens (B,)
+    """
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.length = 0
+
+    def _positions(self, T: int) -> torch.Tensor | None:
+        if self.model.W_pos is None:
+            return None
+        check(self.length + T <= self.model.cfg.n_ctx,
+              f"decoding past the model context of {self.model.cfg.n_ctx} positions")
+        return self.model.W_pos.weight[self.length:self.length + T]  # (T, D)
+
+    def _forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Run ``tokens`` (B, T) that follow the cached ones; returns logits (B, T, n_out)."""
+        m = self.model
+        B, T = tokens.shape
+        x = m.W_E(tokens)  # (B, T, D)
+        pos = self._positions(T)
+        if pos is not None:
+            x = x + pos
+        first = not self.keys
+        for layer, block in enumerate(m.blocks):
+            attn = block.attn
+            H, Dh = attn.n_heads, attn.d_head
+            h = block.ln1(x)  # (B, T, D)
+            q = attn.W_Q(h).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+            k = attn.W_K(h).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+            v = attn.W_V(h).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+            if first:
+                self.keys.append(k)
+                self.values.append(v)
+            else:
+                self.keys[layer] = torch.cat([self.keys[layer], k], dim=2)  # (B, H, S, Dh)
+                self.values[layer] = torch.cat([self.values[layer], v], dim=2)  # (B, H, S, Dh)
+            K, Vv = self.keys[layer], self.values[layer]
+            S = K.shape[2]
+            scores = q @ K.transpose(-1, -2) / math.sqrt(Dh)  # (B, H, T, S)
+            # causal: query i (absolute S - T + i) sees keys j <= S - T + i
+            allowed = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
+            scores = scores.masked_fill(~allowed, float("-inf"))
+            z = (torch.softmax(scores, dim=-1) @ Vv).transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H*Dh)
+            x = x + (attn.W_O(z) if attn.W_O is not None else z)  # (B, T, D)
+            if block.mlp is not None:
+                x = x + block.mlp(block.ln2(x))  # (B, T, D)
+        self.length += T
+        return m.W_U(m.ln_final(x))  # (B, T, n_out)
+
+    @torch.no_grad()
+    def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Reset the cache and run the prompt (B, P); logits (B, P, n_out)."""
+        self.keys, self.values, self.length = [], [], 0
+        return self._forward(tokens)
+
+    @torch.no_grad()
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Append one token per row (B,) and return the logits (B, n_out) at that position."""
+        check(self.length > 0, "call prefill before step")
+        return self._forward(tokens.view(-1, 1))[:, 0]

@@ -1,0 +1,49 @@
+import numpy as np
+
+from tinyscope.tasks.cellular import (VON_NEUMANN, CellularConfig, CellularTask, EnumeratedSplits, HashedSplits,
+                                      Lattice, SymmetryGroup, eca_canonical, eca_classes, wolfram_class)
+
+
+def test_eca_splits_are_70_9_9_disjoint_stratified_and_reproducible():
+    s = EnumeratedSplits(seed=3)
+    canon = {k: s.canonical(k) for k in ("train", "val", "test")}
+    assert [len(canon[k]) for k in ("train", "val", "test")] == [70, 9, 9]
+    assert not (set(canon["train"]) & set(canon["val"])) and not (set(canon["val"]) & set(canon["test"]))
+    rules = {k: set(s.rules(k).tolist()) for k in canon}
+    assert sum(len(r) for r in rules.values()) == 256
+    for k, members in rules.items():  # every rule's class lies entirely in its split
+        assert {eca_canonical(r) for r in members} == set(canon[k])
+    for k in ("val", "test"):  # every Wolfram class is represented in each held-out split
+        assert {wolfram_class(c) for c in canon[k]} == {1, 2, 3, 4}
+    assert 110 in rules["test"] and 110 not in rules["train"]
+    assert EnumeratedSplits(seed=3).assignment == s.assignment
+    assert EnumeratedSplits(seed=4).assignment != s.assignment
+
+
+def test_hashed_splits_disjoint_at_canonical_level():
+    group = SymmetryGroup(Lattice((3, 3), VON_NEUMANN, 2), "none", "complement")
+    splits = HashedSplits(group, seed=0)
+    rng = np.random.default_rng(0)
+    seen = {}
+    for k in ("train", "val", "test"):
+        tabs = splits.sample(rng, 200, k)
+        canon = group.canonical_numbers(tabs)
+        assert (splits.split_of(canon) == ("train", "val", "test").index(k)).all()
+        seen[k] = set(canon.tolist())
+        # the complemented rules (the same classes) land in the same split
+        assert (splits.split_of(group.canonical_numbers(group.orbit(tabs)[1])) == ("train", "val", "test").index(k)).all()
+    assert not (seen["train"] & seen["test"]) and not (seen["train"] & seen["val"])
+    # strata: every folded-lambda value min(#1, 32 - #1) is drawn
+    ones = splits.draw_stratified(rng, 2000).sum(-1)
+    assert set(np.minimum(ones, 32 - ones).tolist()) == set(range(17))
+
+
+def test_task_draws_training_rules_only_from_the_training_pool():
+    task = CellularTask(CellularConfig())
+    batch = task.sample(np.random.default_rng(0), 64)
+    numbers = (batch.meta["tables"] * (2 ** np.arange(8))).sum(-1)
+    train = set(task.splits.rules("train").tolist())
+    assert set(numbers.tolist()) <= train
+    test = task.eval_set("test").meta["tables"]
+    assert set(((test * (2 ** np.arange(8))).sum(-1)).tolist()) <= set(task.splits.rules("test").tolist())
+    assert len(eca_classes()) == 88
