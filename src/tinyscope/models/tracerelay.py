@@ -124,9 +124,13 @@ class LocalAttention(nn.Module):
         q = self.hook_q(self.heads(self.W_Q(x)))  # (B, nh, T, dh)
         k = self.hook_k(self.heads(self.W_K(x)))  # (B, nh, T, dh)
         v = self.hook_v(self.heads(self.W_V(x)))  # (B, nh, T, dh)
-        attend = local_attention_dense if reference else local_attention_banded
-        z, pattern = attend(q, k, v, valid, self.lo, self.hi)  # (B, nh, T, dh)
-        self.hook_pattern(pattern)
+        if reference:
+            z, pattern = local_attention_dense(q, k, v, valid, self.lo, self.hi)  # (B, nh, T, dh), (B, nh, T, T)
+        else:
+            z, pattern = local_attention_banded(q, k, v, valid, self.lo, self.hi,
+                                                need_pattern=self.hook_pattern.has_hooks)  # (B, nh, T, w)
+        if pattern is not None:
+            self.hook_pattern(pattern)
         z = self.hook_z(z)
         return self.W_O(z.transpose(1, 2).flatten(2))  # (B, T, d)
 

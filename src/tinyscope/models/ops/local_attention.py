@@ -11,7 +11,8 @@ windows include their centre (Sec. 2.1). A query with no admissible key outputs 
 :func:`local_attention_dense` builds the (T, T) mask: O(T^2) time and memory.
 :func:`local_attention_banded` gathers each query's ``w = hi - lo + 1`` keys with a strided
 view (``unfold``): O(T * w) time and memory. Both return the pattern in their own layout:
-dense (B, H, T, T), banded (B, H, T, w) where slot ``s`` holds key ``i + lo + s``.
+dense (B, H, T, T), banded (B, H, T, w) where slot ``s`` holds key ``i + lo + s``; the banded
+version works chunk by chunk so its matmuls stay efficient.
 """
 from __future__ import annotations
 
@@ -43,37 +44,45 @@ def local_attention_dense(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key
     return torch.einsum("bhij,bhjd->bhid", pattern, v), pattern
 
 
-def band_keys(x: torch.Tensor, lo: int, hi: int, fill=0) -> torch.Tensor:
-    """Each position's window of ``x`` along axis -2 (for k/v) as a strided view.
-
-    x: (..., T, D) -> (..., T, w, D) with slot s holding position i + lo + s (``fill`` outside)."""
-    T, w = x.shape[-2], hi - lo + 1
-    pad_front, pad_back = max(0, -lo), max(0, hi)
-    shape = x.shape[:-2]
-    x = torch.cat([x.new_full(shape + (pad_front, x.shape[-1]), fill), x,
-                   x.new_full(shape + (pad_back, x.shape[-1]), fill)], dim=-2)  # (..., T + w - 1, D)
-    start = pad_front + lo
-    x = x[..., start:start + T + w - 1, :]
-    return x.unfold(-2, w, 1).transpose(-1, -2)  # (..., T, w, D)
-
-
-def band_mask(key_valid: torch.Tensor | None, B: int, T: int, lo: int, hi: int, device) -> torch.Tensor:
-    """(B, T, w) bool: slot s of query i is admissible (key exists and is valid)."""
-    if key_valid is None:
-        key_valid = torch.ones(B, T, dtype=torch.bool, device=device)
-    return band_keys(key_valid[..., None], lo, hi, fill=False)[..., 0]  # (B, T, w)
-
-
 def local_attention_banded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor | None,
-                           lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fast path, same contract as :func:`local_attention_dense` but the pattern is (B, H, T, w)."""
+                           lo: int, hi: int, chunk: int = 32, need_pattern: bool = False
+                           ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Fast path, same contract as :func:`local_attention_dense`; the pattern (only when
+    ``need_pattern``) is banded, (B, H, T, w) with slot s holding key i + lo + s.
+
+    Queries are cut into chunks of ``chunk`` positions; a chunk attends to the
+    ``S = chunk + hi - lo`` keys its windows cover, as one (chunk x S) matmul with a band mask.
+    Work and memory are O(T * S): linear in T, with matmuls large enough to run efficiently."""
     B, H, T, Dh = q.shape
-    kb = band_keys(k, lo, hi)  # (B, H, T, w, Dh)
-    vb = band_keys(v, lo, hi)  # (B, H, T, w, Dh)
-    mask = band_mask(key_valid, B, T, lo, hi, q.device)[:, None]  # (B, 1, T, w)
-    scores = torch.einsum("bhtd,bhtwd->bhtw", q, kb) / math.sqrt(Dh)  # (B, H, T, w)
-    pattern = _masked_softmax(scores, mask)  # (B, H, T, w)
-    return torch.einsum("bhtw,bhtwd->bhtd", pattern, vb), pattern
+    C = max(1, min(chunk, T))
+    n = -(-T // C)
+    S = C + hi - lo
+    pad_q = n * C - T
+    qc = torch.cat([q, q.new_zeros(B, H, pad_q, Dh)], 2).view(B, H, n, C, Dh) if pad_q else q.view(B, H, n, C, Dh)
+    front, back = max(0, -lo), n * C + max(0, hi) - T
+    start = front + lo  # padded index of key cC + lo for chunk c = 0
+
+    def windows(x: torch.Tensor, fill) -> torch.Tensor:  # (..., T, D) -> (..., n, S, D)
+        shape = x.shape[:-2]
+        x = torch.cat([x.new_full(shape + (front, x.shape[-1]), fill), x,
+                       x.new_full(shape + (back, x.shape[-1]), fill)], -2)[..., start:, :]
+        return x.unfold(-2, S, C).transpose(-1, -2)
+
+    kc, vc = windows(k, 0), windows(v, 0)  # (B, H, n, S, Dh)
+    if key_valid is None:
+        key_valid = torch.ones(B, T, dtype=torch.bool, device=q.device)
+    kmask = windows(key_valid[..., None], False)[..., 0]  # (B, n, S)
+    rel = torch.arange(S, device=q.device)[None, :] - torch.arange(C, device=q.device)[:, None]  # (C, S) s - a
+    band = (rel >= 0) & (rel <= hi - lo)  # (C, S)
+    mask = band[None, None] & kmask[:, :, None, :]  # (B, n, C, S)
+    scores = torch.matmul(qc, kc.transpose(-1, -2)) / math.sqrt(Dh)  # (B, H, n, C, S)
+    pattern = _masked_softmax(scores, mask[:, None])  # (B, H, n, C, S)
+    out = torch.matmul(pattern, vc).reshape(B, H, n * C, Dh)[:, :, :T]  # (B, H, T, Dh)
+    banded = None
+    if need_pattern:
+        idx = (torch.arange(C, device=q.device)[:, None] + torch.arange(hi - lo + 1, device=q.device)[None, :])
+        banded = pattern.gather(-1, idx.expand(B, H, n, C, hi - lo + 1)).reshape(B, H, n * C, -1)[:, :, :T]
+    return out, banded
 
 
 def window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
