@@ -27,6 +27,7 @@ from . import checkpoint as ckpt
 from .distributed import DistInfo, setup
 from .schedule import lr_multiplier
 from .stopping import Selection, StopRules
+from .tensorboard import curve_logger
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class TrainConfig:
     device: str = "auto"                      # auto | cpu | cuda | cuda:N
     amp: bool = True                          # bf16 autocast, used only on CUDA
     threads: int = 0                          # torch intra-op threads; 0 = leave as is
+    logger: Literal["none", "tensorboard"] = "none"  # also mirror metrics.jsonl to RUN/tensorboard
 
     def __post_init__(self):
         check(self.steps >= 1, f"train.steps={self.steps} must be >= 1")
@@ -81,6 +83,7 @@ class TrainConfig:
         check(self.stop_consecutive >= 1, f"train.stop_consecutive={self.stop_consecutive} must be >= 1")
         check(self.patience >= 0, f"train.patience={self.patience} must be >= 0")
         check(self.threads >= 0, f"train.threads={self.threads} must be >= 0")
+        check_choice("train.logger", self.logger, ("none", "tensorboard"))
         if self.betas is not None:
             check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
                   f"train.betas={self.betas} must be two numbers in [0, 1)")
@@ -148,6 +151,7 @@ class Trainer:
         self.tokens_seen = 0
         self.wall_time = 0.0
         self.last_metrics: dict = {}
+        self.curves = curve_logger(cfg.logger, self.run_dir if self.writes else None)
 
     # ----------------------------------------------------------------- files
     @property
@@ -163,6 +167,8 @@ class Trainer:
         if self.writes:
             with open(self.run_dir / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
+            if self.curves is not None:
+                self.curves.log(record)
 
     def _trainer_state(self) -> dict:
         state = {"step": self.step, "tokens_seen": self.tokens_seen, "wall_time": self.wall_time,
@@ -276,6 +282,8 @@ class Trainer:
             if self.stop_rules.stopped:
                 break
         bar.close()
+        if self.curves is not None:
+            self.curves.flush()
         self.wall_time = time.perf_counter() - t0
         stopped = self.stop_rules.reason if self.stop_rules.stopped else "max_steps"
         return TrainResult(self.step, self.wall_time, stopped, self.selection.best_step,
