@@ -13,18 +13,21 @@ concrete reading, on the token layout of :mod:`tinyscope.tasks.parity` (blank re
   channels; its pattern is ``softmax`` of ``S_l`` restricted by the **tree-level mask**: only the
   *slots* of level-``l`` nodes (the positions that predict them) attend, and only to keys that can
   hold a level-``l-1`` value: the input bits' token channel for ``l = 1``; for ``l > 1`` the
-  computed channel at the slots of the level-``l-1`` nodes and, when
-  ``level_sources="slots+tokens"`` (default), the token channel of their CoT tokens as well (the
-  channels are separate because a node's token shares its position with the next node's slot);
+  computed channel at the slots of the level-``l-1`` nodes (``level_sources="slots"``, default)
+  or, with ``"slots+tokens"``, the token channel of their CoT tokens as well (the channels are
+  separate because a node's token shares its position with the next node's slot);
 * the **fixed value map** is the identity: ``a_q = sum_p A_l[q, p] [e; h][p]``;
 * the **link** ``phi(a) = 2 a^2 - 1`` maps the mean of two +-1 values to their product (XOR);
 * the **gate** writes the result only at the level's slots:
   ``h[q] <- g phi(a_q) + (1 - g) h[q]`` with the preset ``g = gate`` there and 0 elsewhere;
 * the readout is ``logits = beta * (h, -h)`` (classes 0 and 1) with a trainable scale ``beta``.
 
-Under CoT every level's slots are supervised and layer ``l`` may read the given level-``l-1``
-tokens; once a level is removed its tokens are blank (0), and the next layer must read the slots
-the layer below computed: the absorption the curriculum is meant to produce.
+With ``level_sources="slots"`` the CoT acts as intermediate supervision: each stage removes the
+supervision of one more level, which the layers must then keep computing without it. With
+``"slots+tokens"`` layer ``l`` may read the given CoT tokens of level ``l-1``; it learns to read
+them under CoT (they are right before its slots are), and when the level is blanked the read
+values drop to 0, the link's gradient (``4a``) vanishes with them and training stalls at chance
+(observed, n = 10, k = 4): a reason this reading reads slots by default.
 
 With the right pairs selected, every slot holds its node's value exactly, and the answer comes out
 of one forward pass over ``x, SEP, BLANK...``. Hook points: ``blocks.{l}.attn.hook_pattern``
@@ -46,7 +49,7 @@ from .hooks import HookedModule, HookPoint
 
 @dataclass
 class ConstrainedParityConfig:
-    level_sources: Literal["slots", "slots+tokens"] = "slots+tokens"
+    level_sources: Literal["slots", "slots+tokens"] = "slots"
     gate: float = 1.0                # preset gate at a level's slots
     score_init: float = 0.0          # initial positional scores (0 = uniform attention over allowed keys)
     beta_init: float = 2.0           # initial readout scale
@@ -123,3 +126,32 @@ class ConstrainedParityTransformer(HookedModule):
         for block in self.blocks:
             h = block(e, h)  # (B, T)
         return self.beta * torch.stack([h, -h], dim=-1)  # (B, T, 2)
+
+
+def tree_children(k: int) -> list[tuple[int, int]]:
+    """Children of each node ``j``: indices into the selected bits for level 1, node indices above."""
+    levels = node_levels(k)
+    start = {lvl: int(np.flatnonzero(levels == lvl)[0]) for lvl in np.unique(levels)}
+    out = []
+    for j, lvl in enumerate(levels):
+        i = j - start[lvl]
+        base = 0 if lvl == 1 else start[lvl - 1]
+        out.append((base + 2 * i, base + 2 * i + 1))
+    return out
+
+
+@torch.no_grad()
+def set_tree_attention(model: ConstrainedParityTransformer, subset, strength: float = 30.0) -> None:
+    """Hand-set the positional scores to the exact tree: each slot attends to its two children
+    (the selected bits, or the computed slots of the level below) -- the construction the training
+    should find. ``strength`` is the score margin over the other allowed keys."""
+    n, k = model.n, model.k
+    T = n + k - 1
+    subset = np.sort(np.asarray(subset))
+    levels = node_levels(k)
+    for block in model.blocks:
+        block.scores.zero_()
+    for j, (a, b) in enumerate(tree_children(k)):
+        block = model.blocks[int(levels[j]) - 1]
+        keys = (subset[a], subset[b]) if levels[j] == 1 else (T + n + a, T + n + b)
+        block.scores[n + j, list(keys)] = strength
