@@ -203,3 +203,56 @@ for _setting in SETTINGS:
     for _arch in ("shared", "dedicated"):
         for _regime in ("det", "stoch"):
             register(SihExperiment(_setting, _arch, _regime))
+
+
+# ------------------------------------------------------------------ Tables 13 and 14
+TASK_LABELS = {"eca": "1D V=2, k=3", "v3": "1D V=3, k=3", "vn2d": "2D VN V=2, k=5"}
+ARCH_LABELS = {"shared": "Shared-head", "dedicated": "Dedicated-heads"}
+
+
+def results_tables(results: list[dict]) -> str:
+    """Tables 13 (deterministic) and 14 (stochastic) from ``results.json`` contents of sih runs
+    (test split; one row per experiment, the mean when several seeds are given)."""
+    rows: dict[str, list[dict]] = {}
+    for r in results:
+        rows.setdefault(r["experiment"], []).append(r["metrics"])
+
+    def mean(ms, key):
+        vals = [m[key] for m in ms if key in m]
+        return sum(vals) / len(vals) if vals else float("nan")
+
+    det = ["Table 13 (deterministic, held-out test rules)",
+           f"{'Task':<16}{'Arch.':<17}{'TF seq acc':>11}{'TF cell acc':>12}{'AR cell acc':>12}"]
+    sto = ["Table 14 (stochastic, held-out test trajectories)",
+           f"{'Task':<16}{'Arch.':<17}{'TF KL kg||m':>12}{'true||m':>9}{'TF cell acc (kgram)':>22}"
+           f"{'AR cell acc (kgram)':>22}{'AR KL kg||m':>12}"]
+    for setting in SETTINGS:
+        for arch in ("shared", "dedicated"):
+            label = (TASK_LABELS[setting], ARCH_LABELS[arch])
+            ms = rows.get(f"sih-{setting}-{arch}-det")
+            if ms:
+                det.append(f"{label[0]:<16}{label[1]:<17}{mean(ms, 'test_tf_seq_acc'):>11.4f}"
+                           f"{mean(ms, 'test_tf_cell_acc'):>12.4f}{mean(ms, 'test_ar_cell_acc'):>12.4f}")
+            ms = rows.get(f"sih-{setting}-{arch}-stoch")
+            if ms:
+                sto.append(f"{label[0]:<16}{label[1]:<17}{mean(ms, 'test_tf_kl_kgram'):>12.4f}"
+                           f"{mean(ms, 'test_tf_kl_true'):>9.4f}"
+                           f"{mean(ms, 'test_tf_cell_acc'):>13.4f} ({mean(ms, 'test_kgram_acc'):.4f})"
+                           f"{mean(ms, 'test_ar_cell_acc'):>13.4f} ({mean(ms, 'test_ar_cell_acc_kgram'):.4f})"
+                           f"{mean(ms, 'test_ar_kl_kgram'):>12.4f}")
+    return "\n".join(det + [""] + sto)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tinyscope.experiments.sih RUN_DIR ...``: print Tables 13 and 14."""
+    import json
+    import sys
+    from pathlib import Path
+
+    dirs = [Path(a) for a in (argv if argv is not None else sys.argv[1:])]
+    results = [json.loads((d / "results.json").read_text()) for d in dirs if (d / "results.json").exists()]
+    print(results_tables(results))
+
+
+if __name__ == "__main__":
+    main()
