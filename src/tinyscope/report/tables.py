@@ -228,10 +228,32 @@ class TableLayout:
         return Table(headers, body, self.caption, row_digits=[m.digits for m in self.metrics])
 
 
-_TABLES: dict[str, TableLayout] = {}
+@dataclass(frozen=True)
+class FunctionTable:
+    """A table built by the experiment's own function of the selected runs, for layouts that
+    :class:`TableLayout` cannot express (e.g. one row per run, or computed columns).
+    ``build_fn(runs)`` returns a :class:`Table`."""
+
+    name: str
+    caption: str
+    experiments: tuple[str, ...]
+    build_fn: Callable[[list[RunRecord]], Table]
+    description: str = ""
+
+    def build(self, runs: Sequence[RunRecord]) -> Table:
+        selected = [r for r in runs if any(fnmatch.fnmatchcase(r.experiment, p) for p in self.experiments)]
+        if not selected:
+            raise TinyscopeError(f"table {self.name} reads runs of {', '.join(self.experiments)}; none found")
+        table = self.build_fn(selected)
+        if not table.caption:
+            table.caption = self.caption
+        return table
 
 
-def register_table(layout: TableLayout) -> TableLayout:
+_TABLES: dict[str, TableLayout | FunctionTable] = {}
+
+
+def register_table(layout: TableLayout | FunctionTable) -> TableLayout | FunctionTable:
     """Make ``layout`` available to ``tinyscope report DIR --table NAME``."""
     if layout.name in _TABLES and _TABLES[layout.name] != layout:
         raise ValueError(f"table layout {layout.name!r} registered twice")
@@ -246,7 +268,7 @@ def table_names() -> list[str]:
     return sorted(_TABLES)
 
 
-def get_table(name: str) -> TableLayout:
+def get_table(name: str) -> TableLayout | FunctionTable:
     names = table_names()
     if name not in _TABLES:
         import difflib
