@@ -217,9 +217,9 @@ CHAIN_PRESETS = {
                                   n_eval_chains=64)),
     "cpu": lambda: ChainRunConfig(
         task=KleeneConfig(variant="chain", n_test=20_000),
-        train=_chain_train(steps=8000, batch_size=512, lr=2e-3, min_lr_ratio=0.01, eval_every=250, log_every=50,
+        train=_chain_train(steps=2000, batch_size=256, lr=2e-3, min_lr_ratio=0.01, eval_every=250, log_every=50,
                            threads=1),
-        chain=ChainProtocolConfig(p2_steps=400, p3_steps=400, p3_batch=256, n_eval_chains=2000)),
+        chain=ChainProtocolConfig(p2_steps=300, p3_steps=150, p3_batch=128, n_eval_chains=1000)),
     # Sec. 1.6: phase 1 on 2M records, batch 4096, 150 epochs (489 steps each), stop at 99.9%;
     # phase 2: 500k 5-step chains, at most 50 epochs; phase 3: 50 epochs at 3e-4.
     "paper": lambda: ChainRunConfig(
