@@ -80,11 +80,12 @@ def task_config(setting: str, regime: str, **kw) -> CellularConfig:
 
 def model_config(task: CellularConfig, arch: str, d_model: int, d_ffn: int, n_routing: int, **kw) -> TransformerConfig:
     """Pre-LN 2-layer transformer, learned absolute positions, no final LayerNorm, bias-free
-    output head (public-code facts, REFERENCE.md); d_head = d_model / (heads of layer 1)."""
+    output head, biases in attention and MLPs, each layer's head width d_model / heads (the
+    public code's nn.MultiheadAttention; REFERENCE.md)."""
     heads = [1, 1] if arch == "shared" else [n_routing, 1]
     mlp = [d_ffn, d_ffn] if arch == "shared" else [0, d_ffn]
     n_ctx = CellularTask(task).n_ctx
-    base = dict(vocab_size=task.V + 2, n_ctx=n_ctx, d_model=d_model, d_head=d_model // heads[0], n_heads=heads,
+    base = dict(vocab_size=task.V + 2, n_ctx=n_ctx, d_model=d_model, d_head=None, n_heads=heads,
                 d_mlp=mlp, act="relu", norm="pre", final_norm=False, attn_out_proj=True, qkv_bias=True,
                 attn_out_bias=True, mlp_bias=True, unembed_bias=False, positions="learned", init="torch")
     base.update(kw)
