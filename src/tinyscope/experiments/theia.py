@@ -104,30 +104,39 @@ def weighted_label_loss(weights: list[float], head=None):
     return loss
 
 
-class TheiaKleeneExperiment(Experiment):
-    name = "theia-kleene"
-    description = "THEIA engines learn complete Kleene K3 over 4 domains (Li 2026)"
-    paper = "003"
-    config_cls = KleeneRunConfig
-    presets = KLEENE_PRESETS
+class RecordExperiment(Experiment):
+    """What both THEIA experiments share: a :class:`KleeneTask` and a network from ``cfg.model``."""
 
-    def build_task(self, cfg: KleeneRunConfig) -> KleeneTask:
+    paper = "003"
+
+    def build_task(self, cfg) -> KleeneTask:
         return KleeneTask(cfg.task)
 
-    def build_model(self, cfg: KleeneRunConfig, task: KleeneTask) -> torch.nn.Module:
+    def build_model(self, cfg, task: KleeneTask) -> torch.nn.Module:
         return build_theia_model(cfg.model, n_ops=len(task.spec.ops))
+
+    @staticmethod
+    def test_accuracy(net: torch.nn.Module, task: KleeneTask) -> float:
+        test = task.test_set()
+        x, y = torch.from_numpy(test.tokens), torch.from_numpy(test.meta["label"])
+        return float((predict(net, x.to(_device(net))).cpu() == y).float().mean())
+
+
+class TheiaKleeneExperiment(RecordExperiment):
+    name = "theia-kleene"
+    description = "THEIA engines learn complete Kleene K3 over 4 domains (Li 2026)"
+    config_cls = KleeneRunConfig
+    presets = KLEENE_PRESETS
 
     def objective(self, cfg: KleeneRunConfig, task: KleeneTask):
         return weighted_label_loss(cfg.eval.class_weights)
 
     def evaluator(self, cfg: KleeneRunConfig, task: KleeneTask):
-        test = task.test_set()
-        x, y = torch.from_numpy(test.tokens), torch.from_numpy(test.meta["label"])
         clock: dict[str, float] = {}
 
         def evaluate(model: torch.nn.Module) -> dict:
             clock.setdefault("start", time.perf_counter())
-            acc = float((predict(model, x.to(_device(model))).cpu() == y).float().mean())
+            acc = self.test_accuracy(model, task)
             rules = rule_accuracies(model, RULES_12, cfg.eval.n_check_per_rule, cfg.eval.rule_seed)
             passed = rules_passed(rules)
             return {"test_acc": acc, "rules12_passed": passed, "rules12_min": min(rules.values()),
@@ -138,9 +147,7 @@ class TheiaKleeneExperiment(Experiment):
 
     def final_evaluation(self, cfg: KleeneRunConfig, task: KleeneTask, model: torch.nn.Module) -> dict:
         model.eval()
-        test = task.test_set()
-        acc = (predict(model, torch.from_numpy(test.tokens)).numpy() == test.meta["label"]).mean()
-        out: dict[str, float] = {"test_acc": float(acc)}
+        out: dict[str, float] = {"test_acc": self.test_accuracy(model, task)}
         for tag, rules in (("rule12", RULES_12), ("rule39", RULES_39)):
             per_rule = rule_accuracies(model, rules, cfg.eval.n_final_per_rule, cfg.eval.rule_seed + 1)
             out[f"{tag}_passed"] = float(rules_passed(per_rule))
@@ -280,36 +287,26 @@ def train_end_to_end(chain: ChainModel, cfg: ChainProtocolConfig, spec, seed: in
     return acc
 
 
-class TheiaChainExperiment(Experiment):
+class TheiaChainExperiment(RecordExperiment):
     name = "theia-chain"
     description = "mod-3 composition chain: step model + TransitionNet, 3 phases (Li 2026 Sec. 4.4)"
-    paper = "003"
     config_cls = ChainRunConfig
     presets = CHAIN_PRESETS
 
-    def build_task(self, cfg: ChainRunConfig) -> KleeneTask:
-        return KleeneTask(cfg.task)
-
     def build_model(self, cfg: ChainRunConfig, task: KleeneTask) -> ChainModel:
-        return ChainModel(build_theia_model(cfg.model, n_ops=len(task.spec.ops)))
+        return ChainModel(super().build_model(cfg, task))
 
     def objective(self, cfg: ChainRunConfig, task: KleeneTask):
         return weighted_label_loss(cfg.chain.class_weights, head=lambda chain: chain.step)
 
     def evaluator(self, cfg: ChainRunConfig, task: KleeneTask):
-        test = task.test_set()
-        x, y = torch.from_numpy(test.tokens), torch.from_numpy(test.meta["label"])
-
-        def evaluate(model: ChainModel) -> dict:
-            return {"step_acc": float((predict(model.step, x.to(_device(model))).cpu() == y).float().mean())}
-
-        return evaluate
+        return lambda model: {"step_acc": self.test_accuracy(model.step, task)}
 
     def final_evaluation(self, cfg: ChainRunConfig, task: KleeneTask, model: ChainModel) -> dict:
-        out = {"step_acc_phase1": self.evaluator(cfg, task)(model)["step_acc"]}
+        out = {"step_acc_phase1": self.test_accuracy(model.step, task)}
         out["transition_acc"] = train_transition(model, cfg.chain, task.spec, cfg.seed)
         out["phase3_batch_acc"] = train_end_to_end(model, cfg.chain, task.spec, cfg.seed)
-        out["step_acc"] = self.evaluator(cfg, task)(model)["step_acc"]
+        out["step_acc"] = self.test_accuracy(model.step, task)
         acc = chain_accuracy(model, tuple(cfg.chain.lengths), cfg.chain.n_eval_chains, seed=cfg.seed + 5000,
                              spec=task.spec, independent=cfg.chain.independent_lengths)
         return out | {f"chain_acc/{L}": v for L, v in acc.items()}
