@@ -245,13 +245,24 @@ def results_tables(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m tinyscope.experiments.sih RUN_DIR ...``: print Tables 13 and 14."""
+    """``python -m tinyscope.experiments.sih RUN_DIR ...``: print Tables 13 and 14;
+    ``... --figure RUN_DIR ...``: write each ECA run's Figure 1 rollout to RUN_DIR/figures/rollout.png."""
     import json
     import sys
     from pathlib import Path
 
-    dirs = [Path(a) for a in (argv if argv is not None else sys.argv[1:])]
-    results = [json.loads((d / "results.json").read_text()) for d in dirs if (d / "results.json").exists()]
+    args = list(argv if argv is not None else sys.argv[1:])
+    if args and args[0] == "--figure":
+        from .runner import load_run
+
+        for d in map(Path, args[1:]):
+            run = load_run(d)
+            for name, fig in run.experiment.figures(run).items():
+                (d / "figures").mkdir(exist_ok=True)
+                fig.savefig(d / "figures" / f"{name}.png", dpi=130)
+                print(d / "figures" / f"{name}.png")
+        return
+    results = [json.loads((d / "results.json").read_text()) for d in map(Path, args) if (d / "results.json").exists()]
     print(results_tables(results))
 
 
