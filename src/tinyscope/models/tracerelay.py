@@ -231,14 +231,16 @@ class TraceRelayLayer(nn.Module):
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint(), HookPoint()
         self.hook_attn_out, self.hook_mlp_out = HookPoint(), HookPoint()
 
-    def forward(self, h: torch.Tensor, valid: torch.Tensor, reference: bool = False, collect: bool = False):
+    def forward(self, h: torch.Tensor, valid: torch.Tensor, dense: bool = False, loop: bool = False,
+                collect: bool = False):
+        """dense: dense-mask attention instead of banded; loop: the loop phase scan."""
         h = self.hook_resid_pre(h)  # (B, T, H)
         x = self.norm_right(h)  # (B, T, H)
-        o_right = self.right(x, valid, reference)  # (B, T, d) Eq. (1) at source positions
-        readout, theta, v = self.relay(o_right, valid, reference)  # (B, T, H)
+        o_right = self.right(x, valid, dense)  # (B, T, d) Eq. (1) at source positions
+        readout, theta, v = self.relay(o_right, valid, loop)  # (B, T, H)
         m = self.hook_resid_mid(h + readout)  # (B, T, H) Eq. (4)
         y = self.norm_left(m)  # (B, T, H)
-        h_tilde = m + self.hook_attn_out(self.P_L(self.left(y, valid, reference)))  # (B, T, H) Eq. (6)
+        h_tilde = m + self.hook_attn_out(self.P_L(self.left(y, valid, dense)))  # (B, T, H) Eq. (6)
         out = self.hook_resid_post(h_tilde + self.hook_mlp_out(self.mlp(self.norm_ffn(h_tilde))))  # (B, T, H)
         if not collect:
             return out, None
@@ -289,13 +291,15 @@ class TraceRelay(HookedModule):
         self.blocks = nn.ModuleList(TraceRelayLayer(cfg, d) for d in cfg.d_trace)
         self.norm_final = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
         self.head = nn.Linear(cfg.d_model, cfg.n_out, bias=True)
-        self.reference = False
+        self.dense_attention = False
+        self.loop_scan = False
         self.hook_embed = HookPoint()
         self.setup_hooks()
 
-    def use_reference(self, on: bool = True) -> "TraceRelay":
-        """Dense-mask attention and the loop phase scan (slow; for checking the fast path)."""
-        self.reference = on
+    def use_reference(self, on: bool = True, attention: bool = True, scan: bool = True) -> "TraceRelay":
+        """Switch to the references (slow; for checking the fast path): dense-mask attention
+        when ``attention``, the per-position loop scan when ``scan``."""
+        self.dense_attention, self.loop_scan = on and attention, on and scan
         return self
 
     def _valid(self, tokens: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
@@ -305,7 +309,7 @@ class TraceRelay(HookedModule):
         valid = self._valid(tokens, valid)  # (B, T)
         h = self.hook_embed(self.embed(tokens))  # (B, T, H)
         for block in self.blocks:
-            h, _ = block(h, valid, self.reference)  # (B, T, H)
+            h, _ = block(h, valid, self.dense_attention, self.loop_scan)  # (B, T, H)
         return self.head(self.norm_final(h))  # (B, T, n_out)
 
     @torch.no_grad()
@@ -317,7 +321,7 @@ class TraceRelay(HookedModule):
         h = self.embed(tokens)  # (B, T, H)
         states = []
         for block in self.blocks:
-            h, s = block(h, valid, self.reference, collect=True)  # (B, T, H)
+            h, s = block(h, valid, self.dense_attention, self.loop_scan, collect=True)  # (B, T, H)
             states.append(s)
         logits = self.head(self.norm_final(h[:, -1]))  # (B, n_out)
         return RelayState(states, logits, tokens.shape[1])

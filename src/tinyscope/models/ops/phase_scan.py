@@ -11,11 +11,9 @@ There are W interleaved lineages r + nW (r = 0..W-1). By Eq. (7) the phase of a 
 wrapped prefix sum of its increments, so a reshape to (B, T/W, W, d) and a cumulative sum over
 the lineage axis give every phase at once.
 
-Float32 accuracy: a plain cumsum of ~8,000 increments bounded by pi reaches magnitudes of
-~25,000 where float32 spacing is ~2e-3. :func:`phase_scan` therefore scans in blocks of
-``block`` lineage steps: within a block the running sum stays below ``block * pi``; block totals
-are wrapped and scanned the same way (recursively), and each block adds its wrapped carry. The
-error then grows with ``log_block(T / W)``, not with ``T / W``.
+Float32 accuracy: a float32 cumsum of ~8,000 increments bounded by pi reaches ~25,000, where
+float32 spacing is ~2e-3, and every wrap by float32(2*pi) is off by 1.7e-7. :func:`phase_scan`
+therefore accumulates and wraps in float64 and casts the wrapped phase back (one rounding).
 """
 from __future__ import annotations
 
@@ -27,15 +25,8 @@ TWO_PI = 2.0 * math.pi
 
 
 def wrap(a: torch.Tensor) -> torch.Tensor:
-    """``a mod 2*pi`` in [0, 2*pi); its gradient is the identity.
-
-    2*pi is split into a part exact in ``a``'s dtype and a small remainder (Cody-Waite), so
-    wrapping k turns costs ~k * 1e-13 instead of k * 1.7e-7 (the float32 error of 2*pi itself)."""
-    hi = torch.tensor(TWO_PI, dtype=a.dtype).item()  # 2*pi rounded to a's dtype
-    lo = TWO_PI - hi
-    k = torch.floor(a.detach() / TWO_PI)
-    r = (a - k * hi) - k * lo
-    return r - TWO_PI * torch.floor(r.detach() / TWO_PI)  # fixes r in [-eps, 2*pi + eps) at the ends
+    """``a mod 2*pi`` in [0, 2*pi); its gradient is the identity."""
+    return torch.remainder(a, TWO_PI)
 
 
 def phase_scan_reference(u: torch.Tensor, q: torch.Tensor, stride: int, inherit: bool = True,
@@ -63,30 +54,13 @@ def phase_scan_reference(u: torch.Tensor, q: torch.Tensor, stride: int, inherit:
     return torch.stack(thetas, 1), torch.stack(flags, 1)
 
 
-def wrapped_cumsum(x: torch.Tensor, dim: int, block: int = 64) -> torch.Tensor:
-    """``wrap(cumsum(x, dim))`` computed blockwise so float32 magnitudes stay small."""
-    n = x.shape[dim]
-    if n <= block:
-        return wrap(torch.cumsum(x, dim))
-    x = x.movedim(dim, 0)  # (n, ...)
-    n_blocks = -(-n // block)
-    pad = n_blocks * block - n
-    if pad:
-        x = torch.cat([x, x.new_zeros((pad,) + x.shape[1:])], 0)
-    xb = x.reshape((n_blocks, block) + x.shape[1:])  # (nb, block, ...)
-    inner = torch.cumsum(xb, 1)  # (nb, block, ...) partial sums within a block, |.| <= block*pi
-    totals = wrap(inner[:, -1])  # (nb, ...)
-    carry = wrapped_cumsum(totals, 0, block)  # (nb, ...) wrapped sum of blocks 0..b
-    carry = torch.cat([carry.new_zeros((1,) + carry.shape[1:]), carry[:-1]], 0)  # exclusive
-    out = wrap(inner + carry.unsqueeze(1)).reshape((n_blocks * block,) + x.shape[1:])[:n]
-    return out.movedim(0, dim)
-
-
 def phase_scan(u: torch.Tensor, q: torch.Tensor, stride: int, inherit: bool = True,
-               theta0: torch.Tensor | None = None, v0: torch.Tensor | None = None, block: int = 64):
+               theta0: torch.Tensor | None = None, v0: torch.Tensor | None = None):
     """Parallel form of :func:`phase_scan_reference` (same arguments, same results).
 
-    u: (B, T, d), q: (B, T) bool. Returns theta (B, T, d), v (B, T) bool.
+    u: (B, T, d), q: (B, T) bool. Returns theta (B, T, d), v (B, T) bool. The prefix sums are
+    accumulated in float64 and wrapped before casting back, so float32/bf16 inputs lose nothing
+    to the magnitude of the running sums.
     """
     if not inherit:
         return wrap(u), q.clone()
@@ -105,7 +79,8 @@ def phase_scan(u: torch.Tensor, q: torch.Tensor, stride: int, inherit: bool = Tr
         u = torch.cat([u, u.new_zeros(B, pad, d)], 1)
         q = torch.cat([q, q.new_zeros(B, pad)], 1)
     steps = u.shape[1] // W
-    theta = wrapped_cumsum(u.reshape(B, steps, W, d), dim=1, block=block)  # (B, n, W, d)
+    acc = torch.float64 if u.dtype in (torch.float32, torch.float16, torch.bfloat16) else u.dtype
+    theta = wrap(torch.cumsum(u.reshape(B, steps, W, d).to(acc), dim=1)).to(u.dtype)  # (B, n, W, d) Eq. (7)
     v = torch.cummax(q.reshape(B, steps, W).to(torch.uint8), dim=1).values.bool()  # (B, n, W)
     theta = theta.reshape(B, steps * W, d)[:, lead:lead + T]  # (B, T, d)
     v = v.reshape(B, steps * W)[:, lead:lead + T]  # (B, T)
