@@ -121,7 +121,15 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
         teardown()
     if not trainer.dist.is_main:
         return {}
-    return finalize(out, exp, preset, cfg, task, model, result)
+    results = finalize(out, exp, preset, cfg, task, model, result)
+    try:  # RUN/report.html; the smoke preset gets the quick page (config, metrics, curve)
+        from ..report.run_report import write_run_report
+
+        write_run_report(out, full=preset != "smoke")
+    except Exception as exc:  # the run itself is complete and saved; say so rather than fail it
+        log.warning("could not write %s/report.html (%s: %s); `tinyscope viz %s` retries", out,
+                    type(exc).__name__, exc, out)
+    return results
 
 
 def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model: torch.nn.Module, result) -> dict:

@@ -171,16 +171,21 @@ def full_scores_figure(geom: Geometry):
 
 
 # ---------------------------------------------------------------- Figures 9 and 10
-def landscape_for(model, geom: Geometry, n: int = 160, limits=None) -> Landscape:
-    """The output landscape over a window holding every embedding, every value and every e + v."""
-    plane = residual_plane(geom)
+def landscape_limits(geom: Geometry, plane) -> tuple:
+    """A window of the residual plane holding every embedding, every value and every e + v: where
+    the first residual z = e + sum_j A_ij v_j can land."""
     D = geom.emb.shape[-1]
-    if limits is None:
-        sets = [plane.project(geom.emb)]
-        if geom.v.shape[-1] == D:
-            v = geom.v.reshape(-1, D)
-            sets += [plane.project(v), plane.project(geom.emb.reshape(-1, 1, D) + v[None, :, :])]
-        limits = bounds(*sets)
+    sets = [plane.project(geom.emb)]
+    if geom.v.shape[-1] == D:
+        v = geom.v.reshape(-1, D)
+        sets += [plane.project(v), plane.project(geom.emb.reshape(-1, 1, D) + v[None, :, :])]
+    return bounds(*sets)
+
+
+def landscape_for(model, geom: Geometry, n: int = 160, limits=None) -> Landscape:
+    """The output landscape over :func:`landscape_limits` (or ``limits``) of the residual plane."""
+    plane = residual_plane(geom)
+    limits = limits or landscape_limits(geom, plane)
     return landscape(model, limits[0], limits[1], n=n, plane=plane)
 
 
@@ -214,15 +219,21 @@ def argmax_map(ax, land: Landscape, labels: list[str], annotate: bool = True):
     am = land.argmax
     ax.imshow(am, origin="lower", extent=land.extent, cmap=token_cmap(V), vmin=-0.5, vmax=V - 0.5, aspect="auto",
               interpolation="nearest")
-    texts = []
-    if annotate:
-        gx, gy = np.meshgrid(land.xs, land.ys)
-        for u in np.unique(am):
-            sel = am == u
-            texts.append(ax.text(np.median(gx[sel]), np.median(gy[sel]), labels[u] if u < len(labels) else str(u),
-                                 fontsize=11, weight="bold", color="0.25", ha="center", va="center", alpha=0.8))
+    texts = region_labels(ax, land, labels) if annotate else []
     ax.set_xlim(land.extent[:2])
     ax.set_ylim(land.extent[2:])
+    return texts
+
+
+def region_labels(ax, land: Landscape, labels: list[str]) -> list:
+    """Write each predicted token at the median point of its argmax region; returns the Texts."""
+    gx, gy = np.meshgrid(land.xs, land.ys)
+    am = land.argmax
+    texts = []
+    for u in np.unique(am):
+        sel = am == u
+        texts.append(ax.text(np.median(gx[sel]), np.median(gy[sel]), labels[u] if u < len(labels) else str(u),
+                             fontsize=11, weight="bold", color="0.25", ha="center", va="center", alpha=0.8))
     return texts
 
 

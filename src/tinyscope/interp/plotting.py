@@ -43,11 +43,17 @@ def token_cmap(n: int, alpha: float = 0.45) -> ListedColormap:
                            for r, g, b, _ in cols])
 
 
+MAX_LABELS = 400  # beyond this many points a scatter is drawn without text labels
+
+
 def labelled_points(ax, pts: np.ndarray, labels: list[str], colors, size: float = 14, fontsize: float = 6.5,
                     alpha: float = 1.0):
-    """Scatter 2-D points with a text label beside each; returns (PathCollection, [Text])."""
+    """Scatter 2-D points with a text label beside each (up to MAX_LABELS points); returns
+    (PathCollection, [Text])."""
     pts = np.asarray(pts).reshape(-1, 2)
     sc = ax.scatter(pts[:, 0], pts[:, 1], s=size, c=colors, alpha=alpha, linewidths=0, zorder=3)
+    if len(pts) > MAX_LABELS:
+        return sc, []
     texts = [ax.text(x, y, lab, fontsize=fontsize, color="0.1", ha="left", va="bottom", zorder=4, clip_on=True)
              for (x, y), lab in zip(pts, labels)]
     return sc, texts

@@ -38,10 +38,20 @@ def _skip_sub_blocks(data: bytes, i: int) -> int:
     return i + 1
 
 
-def gif_image_block(frame: np.ndarray, colors: int = 256) -> tuple[bytes, int, int]:
-    """(image descriptor + local colour table + LZW data, width, height) of one RGB frame."""
+def make_palette(*frames: np.ndarray, colors: int = 256) -> Image.Image:
+    """A palette image (mode P) fitted to sample frames, e.g. a movie's first and last."""
+    stacked = np.concatenate([np.ascontiguousarray(f[..., :3]) for f in frames], 0)
+    return Image.fromarray(stacked, "RGB").quantize(colors=colors, method=Image.Quantize.FASTOCTREE)
+
+
+def gif_image_block(frame: np.ndarray, palette: Image.Image | None = None) -> tuple[bytes, int, int]:
+    """(image descriptor + local colour table + LZW data, width, height) of one RGB frame, mapped
+    to ``palette`` (fast) or to a palette fitted to this frame alone."""
     img = Image.fromarray(np.ascontiguousarray(frame[..., :3]), "RGB")
-    img = img.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    if palette is not None:
+        img = img.quantize(palette=palette, dither=Image.Dither.NONE)
+    else:
+        img = img.quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
     buf = io.BytesIO()
     img.save(buf, format="GIF")
     data = buf.getvalue()
@@ -70,10 +80,14 @@ def gif_image_block(frame: np.ndarray, colors: int = 256) -> tuple[bytes, int, i
 
 
 class GifStream:
-    """An animated GIF written one frame at a time; ``with GifStream(path, fps) as g: g.write(rgb)``."""
+    """An animated GIF written one frame at a time; ``with GifStream(path, fps) as g: g.write(rgb)``.
 
-    def __init__(self, path: str | Path, fps: float = 8.0, loop: int = 0):
+    With a shared ``palette`` (see :func:`make_palette`) each frame is only mapped to it, which is
+    several times faster than fitting a palette per frame and keeps colours steady."""
+
+    def __init__(self, path: str | Path, fps: float = 8.0, loop: int = 0, palette: Image.Image | None = None):
         self.path = Path(path)
+        self.palette = palette
         self.delay = max(2, int(round(100 / fps)))  # centiseconds
         self.loop = loop
         self.frames = 0
@@ -87,7 +101,7 @@ class GifStream:
         return self
 
     def write(self, frame: np.ndarray) -> None:
-        block, w, h = gif_image_block(frame)
+        block, w, h = gif_image_block(frame, self.palette)
         if self.size is None:
             self.size = (w, h)
             self._file.write(b"GIF89a" + struct.pack("<HHBBB", w, h, 0x70, 0, 0))

@@ -18,7 +18,7 @@ from ..errors import TinyscopeError
 from . import geometry_views as gv
 from . import sequence_views as sv
 from . import walkthrough_views as wv
-from .geometry import Geometry, Landscape, all_points, has_geometry, model_dims, resid_mid_name, token_labels
+from .geometry import Geometry, Landscape, all_points, has_geometry, model_dims, n_layers, resid_mid_name, token_labels
 from .walkthrough import DEFAULT_SEQUENCE, Trace, parse_sequence, trace_sequence
 
 
@@ -104,12 +104,20 @@ class View:
     applies: Callable[[ViewContext], bool]
 
 
+MAX_POINTS = 2048  # V * T beyond which the all-points views would be unreadable (and slow)
+
+
 def _geometric(ctx: ViewContext) -> bool:
-    return has_geometry(ctx.model)
+    """The model has the hooks and few enough (token, position) points to draw them all."""
+    if not has_geometry(ctx.model):
+        return False
+    V, T = model_dims(ctx.model)
+    return V * T <= MAX_POINTS
 
 
 def _landscape_ok(ctx: ViewContext) -> bool:
-    return _geometric(ctx) and resid_mid_name(ctx.model) in ctx.model.hook_dict
+    """The output landscape reads z = e + Attn(e) as the input of the output network: one layer only."""
+    return _geometric(ctx) and n_layers(ctx.model) == 1 and resid_mid_name(ctx.model) in ctx.model.hook_dict
 
 
 def _training_data(ctx: ViewContext):
