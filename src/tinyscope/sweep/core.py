@@ -47,6 +47,14 @@ def threads_per_job(n_jobs: int, cores: int | None = None) -> int:
     return max(1, (cores or available_cores()) // max(1, n_jobs))
 
 
+def default_threads(n_jobs: int) -> int:
+    """:func:`threads_per_job`, capped by ``OMP_NUM_THREADS`` when the environment sets it (on a
+    shared machine the cores are not all ours, and busy-waiting thread pools then crawl)."""
+    n = threads_per_job(n_jobs)
+    cap = os.environ.get("OMP_NUM_THREADS", "")
+    return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
+
+
 @contextlib.contextmanager
 def sweep_lock(folder: Path) -> Iterator[None]:
     """Refuse a second sweep writing into the same folder at the same time."""
@@ -91,7 +99,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
     runs = spec.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    threads = threads or threads_per_job(jobs)
+    threads = threads or default_threads(jobs)
     t0 = time.perf_counter()
     with sweep_lock(out), RunIndex(out) as index:
         atomic_write_json(out / "sweep.json", {**asdict(spec), "jobs": jobs, "backend": backend, "threads": threads,

@@ -23,7 +23,27 @@ from ..train.checkpoint import atomic_write_json
 from .grid import RunSpec
 from .index import row_from_record
 
+
+
+def _warm_up() -> None:
+    """Import what a first training step imports lazily (torch._dynamo, torch.distributed, ...:
+    ~800 modules, seconds of a run's start) so that forked runs inherit it."""
+    import torch.distributed  # noqa: F401
+
+    try:  # the single-run report that run_experiment writes at the end
+        import tinyscope.report.run_report  # noqa: F401
+    except ImportError:
+        pass
+
+    layer = torch.nn.Linear(2, 2)
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-3)
+    layer(torch.zeros(1, 2)).sum().backward()
+    torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)
+    opt.step()
+
+
 registry.names()  # import every experiment module once (fork-server preload)
+_warm_up()
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
