@@ -12,8 +12,10 @@ wrapped prefix sum of its increments, so a reshape to (B, T/W, W, d) and a cumul
 the lineage axis give every phase at once.
 
 Float32 accuracy: a float32 cumsum of ~8,000 increments bounded by pi reaches ~25,000, where
-float32 spacing is ~2e-3, and every wrap by float32(2*pi) is off by 1.7e-7. :func:`phase_scan`
-therefore accumulates and wraps in float64 and casts the wrapped phase back (one rounding).
+float32 spacing is ~2e-3, and wrapping by float32(2*pi) is off by 1.7e-7 per turn. The scan
+therefore sums in blocks of ``block`` lineage steps in the input dtype (running sums stay below
+``block * pi``), accumulates the few block totals in float64, wraps them there, and adds each
+block's wrapped carry before one final wrap of a value below ``(block + 2) * pi``.
 """
 from __future__ import annotations
 
@@ -54,13 +56,26 @@ def phase_scan_reference(u: torch.Tensor, q: torch.Tensor, stride: int, inherit:
     return torch.stack(thetas, 1), torch.stack(flags, 1)
 
 
+def _wrapped_prefix_sum(x: torch.Tensor, block: int) -> torch.Tensor:
+    """``wrap(cumsum(x, dim=1))`` with the blocked float64 carry described above."""
+    if x.dtype in (torch.float16, torch.bfloat16):  # half-precision sums would lose the phase entirely
+        x = x.float()
+    B, n = x.shape[:2]
+    nb = -(-n // block)
+    if nb * block != n:
+        x = torch.cat([x, x.new_zeros((B, nb * block - n) + x.shape[2:])], 1)
+    xb = x.reshape((B, nb, block) + x.shape[2:])  # (B, nb, block, ...)
+    inner = torch.cumsum(xb, 2)  # (B, nb, block, ...) |.| <= block * max|x|
+    totals = inner[:, :, -1].to(torch.float64)  # (B, nb, ...)
+    carry = wrap(torch.cumsum(totals, 1) - totals).to(x.dtype)  # (B, nb, ...) wrapped sum of earlier blocks
+    return wrap(inner + carry[:, :, None]).reshape((B, nb * block) + x.shape[2:])[:, :n]
+
+
 def phase_scan(u: torch.Tensor, q: torch.Tensor, stride: int, inherit: bool = True,
-               theta0: torch.Tensor | None = None, v0: torch.Tensor | None = None):
+               theta0: torch.Tensor | None = None, v0: torch.Tensor | None = None, block: int = 16):
     """Parallel form of :func:`phase_scan_reference` (same arguments, same results).
 
-    u: (B, T, d), q: (B, T) bool. Returns theta (B, T, d), v (B, T) bool. The prefix sums are
-    accumulated in float64 and wrapped before casting back, so float32/bf16 inputs lose nothing
-    to the magnitude of the running sums.
+    u: (B, T, d), q: (B, T) bool. Returns theta (B, T, d) (float32 for half-precision u), v (B, T) bool.
     """
     if not inherit:
         return wrap(u), q.clone()
@@ -79,8 +94,7 @@ def phase_scan(u: torch.Tensor, q: torch.Tensor, stride: int, inherit: bool = Tr
         u = torch.cat([u, u.new_zeros(B, pad, d)], 1)
         q = torch.cat([q, q.new_zeros(B, pad)], 1)
     steps = u.shape[1] // W
-    acc = torch.float64 if u.dtype in (torch.float32, torch.float16, torch.bfloat16) else u.dtype
-    theta = wrap(torch.cumsum(u.reshape(B, steps, W, d).to(acc), dim=1)).to(u.dtype)  # (B, n, W, d) Eq. (7)
+    theta = _wrapped_prefix_sum(u.reshape(B, steps, W, d), block)  # (B, n, W, d) Eq. (7)
     v = torch.cummax(q.reshape(B, steps, W).to(torch.uint8), dim=1).values.bool()  # (B, n, W)
     theta = theta.reshape(B, steps * W, d)[:, lead:lead + T]  # (B, T, d)
     v = v.reshape(B, steps * W)[:, lead:lead + T]  # (B, T)
