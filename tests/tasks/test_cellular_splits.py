@@ -39,11 +39,12 @@ def test_hashed_splits_disjoint_at_canonical_level():
 
 
 def test_task_draws_training_rules_only_from_the_training_pool():
-    task = CellularTask(CellularConfig())
+    task = CellularTask(CellularConfig(n_val=64, n_test=64))
     batch = task.sample(np.random.default_rng(0), 64)
     numbers = (batch.meta["tables"] * (2 ** np.arange(8))).sum(-1)
     train = set(task.splits.rules("train").tolist())
     assert set(numbers.tolist()) <= train
     test = task.eval_set("test").meta["tables"]
     assert set(((test * (2 ** np.arange(8))).sum(-1)).tolist()) <= set(task.splits.rules("test").tolist())
-    assert len(eca_classes()) == 88
+    val_in = task.eval_set("val_in").meta["tables"]
+    assert set(((val_in * (2 ** np.arange(8))).sum(-1)).tolist()) <= train

@@ -186,6 +186,12 @@ class SihExperiment(Experiment):
         tf = teacher_forced_metrics(logits, task.layout, test.meta["traj"], test.targets, test.loss_mask,
                                     test.meta["tables"], self.stochastic)
         out.update({f"test_{k}": v for k, v in tf.items()})
+        if not self.stochastic:  # diagnostic val-in splits (training rules, new initial states)
+            for split in ("val_in", "val_in_nofilter"):
+                ev = task.eval_set(split)
+                m = teacher_forced_metrics(model_logits(model, ev.tokens, cfg.eval.eval_batch), task.layout,
+                                           ev.meta["traj"], ev.targets, ev.loss_mask)
+                out[f"{split}_tf_cell_acc"] = m["tf_cell_acc"]
         n = min(cfg.eval.n_ar, len(test))
         ar = autoregressive_metrics(model, task.layout, test.meta["traj"][:n], cfg.task.T0, stochastic=self.stochastic,
                                     seed=cfg.eval.ar_seed, batch_size=cfg.eval.eval_batch)

@@ -127,13 +127,18 @@ class CellularTask:
         tables, traj = self.trajectories(rng, batch_size, "train", covered=False)
         return self.batch(tables, traj, scored_only=False)
 
+    EVAL_SPLITS = ("val", "test", "val_in", "val_in_nofilter")
+
     def eval_set(self, split: str = "test") -> Batch:
-        """The fixed coverage-filtered evaluation set of ``split`` (val or test)."""
-        check(split in ("val", "test"), f"evaluation split {split!r} must be val or test")
+        """A fixed evaluation set (Table 9): ``val`` (val-out) and ``test`` draw held-out rules,
+        ``val_in`` / ``val_in_nofilter`` draw training rules with new initial states (diagnostic);
+        all but ``val_in_nofilter`` are coverage-filtered. Loss mask: cells at t >= T0."""
+        check(split in self.EVAL_SPLITS, f"evaluation split {split!r} must be one of {', '.join(self.EVAL_SPLITS)}")
         if split not in self._eval:
-            n = self.cfg.n_val if split == "val" else self.cfg.n_test
-            rng = np.random.default_rng([self.cfg.data_seed, SPLITS.index(split)])
-            tables, traj = self.trajectories(rng, n, split, covered=True)
+            n = self.cfg.n_test if split == "test" else self.cfg.n_val
+            rng = np.random.default_rng([self.cfg.data_seed, self.EVAL_SPLITS.index(split) + 1])
+            pool = split if split in SPLITS else "train"
+            tables, traj = self.trajectories(rng, n, pool, covered=split != "val_in_nofilter")
             self._eval[split] = self.batch(tables, traj, scored_only=True)
         return self._eval[split]
 
