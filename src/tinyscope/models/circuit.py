@@ -119,9 +119,11 @@ class StepOutput:
     """One iteration: the next state (hard forward, straight-through backward) and its soft
     counterpart ``(1 - P) X + P sigmoid(MLP(H))`` used by the training loss."""
 
-    state: torch.Tensor   # (B, T, D)
-    soft: torch.Tensor    # (B, T, D)
-    depth: torch.Tensor   # (B, T, 2)  A
+    state: torch.Tensor     # (B, T, D)
+    soft: torch.Tensor      # (B, T, D)
+    depth: torch.Tensor     # (B, T, 2)  A
+    attn: torch.Tensor      # (B, T, D)  H
+    mlp_soft: torch.Tensor  # (B, T, D)  sigmoid surrogate of the gated normalisation
 
 
 @dataclass
@@ -242,7 +244,8 @@ class CircuitTransformer(HookedModule):
         y_soft = self.normalise_soft(logits)  # (B, T, D)
         Y = self.hook_mlp(_straight_through(gated_argmax(logits), y_soft))  # (B, T, D)
         Pd = P.unsqueeze(-1)  # (B, T, 1)
-        return StepOutput(state=(1 - Pd) * x + Pd * Y, soft=(1 - Pd) * x + Pd * y_soft, depth=A)
+        return StepOutput(state=(1 - Pd) * x + Pd * Y, soft=(1 - Pd) * x + Pd * y_soft, depth=A, attn=H,
+                          mlp_soft=y_soft)
 
     def _sparse_mlp_logits(self, H: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
         """MLP logits computed only on masked rows with H != 0 (others take MLP(0)). Inference only."""
