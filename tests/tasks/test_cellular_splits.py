@@ -1,7 +1,7 @@
 import numpy as np
 
 from tinyscope.tasks.cellular import (VON_NEUMANN, CellularConfig, CellularTask, EnumeratedSplits, HashedSplits,
-                                      Lattice, SymmetryGroup, eca_canonical, eca_classes, wolfram_class)
+                                      Lattice, SymmetryGroup, eca_canonical, wolfram_class)
 
 
 def test_eca_splits_are_70_9_9_disjoint_stratified_and_reproducible():
