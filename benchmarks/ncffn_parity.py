@@ -1,6 +1,7 @@
 """NC-FFN parity probe: min parameters per basis for 100% on N-bit parity (table + plot).
 
-    OMP_NUM_THREADS=1 python benchmarks/ncffn_parity.py [--quick] [--out runs/ncffn-parity]
+    OMP_NUM_THREADS=1 python benchmarks/ncffn_parity.py [--quick] [--out runs/ncffn-parity] [--n-bits 4,6,8,10] [--bases ...]
+        [--widths ...] [--seeds 0,1,2] [--max-steps 1500] [--resume]
 
 Writes rows.jsonl (one line per trained stack, appended as each ladder finishes, so an
 interrupted sweep keeps its results; --resume skips finished ladders), parity.png, and prints
@@ -24,9 +25,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="N in {4, 6}, depth 1-2, two seeds")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--max-steps", type=int, default=1500)
+    ap.add_argument("--n-bits", default="4,6,8,10")
+    ap.add_argument("--bases", default="gelu,swiglu,bilinear,nc,nc_bool")
+    ap.add_argument("--widths", default="2,3,4,6,8,11,16,23")
+    ap.add_argument("--seeds", default="0,1,2")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    cfg = ParitySweepConfig(widths=[2, 3, 4, 6, 8, 11, 16, 23], max_steps=args.max_steps)
+    ints = lambda s: [int(v) for v in s.split(",")]  # noqa: E731
+    cfg = ParitySweepConfig(n_bits=ints(args.n_bits), bases=args.bases.split(","), widths=ints(args.widths),
+                            seeds=ints(args.seeds), max_steps=args.max_steps)
     if args.quick:
         cfg = ParitySweepConfig(n_bits=[4, 6], depths=[1, 2], seeds=[0, 1], widths=[2, 3, 4, 6, 8, 11], max_steps=800)
     out = Path(args.out)
@@ -48,6 +55,7 @@ def main() -> None:
                 solved = [r["width"] for r in new if r["accuracy"] == 1.0]
                 print(f"N={n} depth={depth} {basis:<9} smallest solved width: {min(solved) if solved else '-'}",
                       flush=True)
+    rows = [r for r in rows if r["n_bits"] in cfg.n_bits or args.resume]
     plot_parity(rows).savefig(out / "parity.png", dpi=120)
     print(f"plot: {out / 'parity.png'}")
     print(format_table(min_params_table(rows, cfg.min_solved)))

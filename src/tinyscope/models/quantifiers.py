@@ -120,26 +120,30 @@ def existential_scan(log_m: torch.Tensor, log_gamma: torch.Tensor, chunk: int = 
 def decayed_cumsum(x: torch.Tensor, log_decay: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:
     """``y_t = sum_{s<=t} decay^(t-s) x_s`` (i.e. ``y_t = x_t + decay y_{t-1}``) in O(T).
 
-    Chunks of C tokens are summed with a (C, C) lower-triangular decay matrix (a matmul); the
-    chunk totals form the same recurrence with decay ``decay^C`` over K = T/C steps, solved by
-    recursion (depth log_C T), and are added back with ``decay^(r+1)``. Every factor is a power
-    ``decay^n <= 1``: nothing overflows. x: (B, T, U); log_decay: (U,). Returns (B, T, U).
+    Chunks of C tokens are summed with a (C, C) lower-triangular decay matrix (one batched matmul
+    per unit); the chunk totals form the same recurrence with decay ``decay^C`` over K = T/C
+    steps, solved by recursion (depth log_C T), and are added back with ``decay^(r+1)``. Every
+    factor is a power ``decay^n <= 1``: nothing overflows. x: (B, T, U); log_decay: (U,).
+    Returns (B, T, U).
     """
     B, T, U = x.shape
     ld = log_decay.clamp_min(MIN_LOG_DECAY).to(x.dtype)  # (U,)
     c = min(chunk, T)
+    K = -(-T // c)
     idx = torch.arange(c, device=x.device)
-    lag = (idx.view(-1, 1) - idx.view(1, -1)).to(x.dtype)  # (C, C) d - s
-    mat = torch.exp(lag.clamp_min(0) * ld.view(-1, 1, 1)) * (lag >= 0)  # (U, C, C) decay^(d-s), d >= s
-    xc, _ = _chunked(x, c, fill=0.0)  # (B, U, K, C)
-    local = torch.einsum("bukc,udc->bukd", xc, mat)  # (B, U, K, C)
-    if xc.shape[2] > 1:
-        totals = local[..., -1].transpose(1, 2)  # (B, K, U)
-        carry = decayed_cumsum(totals, ld * c, chunk).transpose(1, 2)  # (B, U, K) y at each chunk end
-        before = F.pad(carry[..., :-1], (1, 0)).unsqueeze(-1)  # (B, U, K, 1)
+    lag = (idx.view(1, -1) - idx.view(-1, 1)).to(x.dtype)  # (C, C) [s, d] -> d - s
+    mat = torch.exp(lag.clamp_min(0) * ld.view(-1, 1, 1)) * (lag >= 0)  # (U, C, C) decay^(d-s) for d >= s
+    xu = x.permute(2, 0, 1)  # (U, B, T)
+    if K * c != T:
+        xu = F.pad(xu, (0, K * c - T))
+    local = torch.bmm(xu.reshape(U, B * K, c), mat).view(U, B, K, c)  # (U, B, K, C) sums within a chunk
+    if K > 1:
+        totals = local[..., -1].permute(1, 2, 0)  # (B, K, U)
+        carry = decayed_cumsum(totals, ld * c, chunk).permute(2, 0, 1)  # (U, B, K) y at each chunk end
+        before = F.pad(carry[..., :-1], (1, 0)).unsqueeze(-1)  # (U, B, K, 1)
         r1 = torch.arange(1, c + 1, device=x.device, dtype=x.dtype)  # (C,)
-        local = local + before * torch.exp(r1 * ld.view(1, -1, 1, 1))  # (B, U, K, C)
-    return _unchunked(local, T)  # (B, T, U)
+        local = local + before * torch.exp(r1 * ld.view(-1, 1, 1, 1))  # (U, B, K, C)
+    return local.reshape(U, B, K * c)[..., :T].permute(1, 2, 0)  # (B, T, U)
 
 
 def proportion_scan(m: torch.Tensor, log_lam: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:
