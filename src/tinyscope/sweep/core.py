@@ -139,7 +139,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
         job_dicts = [{"spec": r.to_dict(), "run_dir": str((out / r.rel_path).resolve()), "threads": threads}
                      for r in todo]
         try:
-            if backend == "local":
+            if not job_dicts:
+                pass
+            elif backend == "local":
                 from .local import run_local
 
                 run_local(job_dicts, jobs, on_start, on_finish)

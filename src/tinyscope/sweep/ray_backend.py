@@ -1,8 +1,9 @@
 """The Ray backend: the same jobs as Ray tasks, on a running cluster (``--address``) or on a
 local Ray instance started for the sweep.
 
-Each task asks for as many CPUs as its thread limit and runs in a fresh worker process
-(``max_calls=1``), so runs stay as isolated as in the local pool. The run directories must be
+Each task asks for as many CPUs as its thread limit and sets that limit itself; Ray reuses
+its worker processes between tasks, so torch and the experiments are imported once per
+worker, not once per run. The run directories must be
 on a filesystem that the workers and the driver share (any path works on a single machine).
 At most ``n_jobs`` tasks are in flight, so the progress display tells what is running.
 """
@@ -39,7 +40,7 @@ def run_ray(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None], on_fi
         else:
             ray.init(num_cpus=n_jobs * threads, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
-    task = ray.remote(num_cpus=threads, max_calls=1)(_execute)
+    task = ray.remote(num_cpus=threads)(_execute)
     pending = list(jobs)
     in_flight: dict[Any, Job] = {}
     try:
