@@ -48,3 +48,18 @@ def test_task_draws_training_rules_only_from_the_training_pool():
     assert set(((test * (2 ** np.arange(8))).sum(-1)).tolist()) <= set(task.splits.rules("test").tolist())
     val_in = task.eval_set("val_in").meta["tables"]
     assert set(((val_in * (2 ** np.arange(8))).sum(-1)).tolist()) <= train
+
+
+def test_horizon_curriculum_trains_on_stream_prefixes_and_resumes():
+    from tinyscope.tasks.cellular import Layout
+
+    cfg = CellularConfig(curriculum_T=[3, 5], curriculum_steps=[2, 1], n_val=8, n_test=8)
+    task = CellularTask(cfg)
+    shapes = [task.sample(np.random.default_rng(i), 2).tokens.shape[1] for i in range(4)]
+    assert shapes == [Layout(task.lattice, 3).input_length] * 2 + [Layout(task.lattice, 5).input_length, task.n_ctx]
+    b = CellularTask(cfg).sample(np.random.default_rng(0), 2)
+    short = Layout(task.lattice, 3).serialize(b.meta["traj"])
+    assert np.array_equal(b.tokens, short[:, :-1]) and np.array_equal(b.targets, short[:, 1:])
+    resumed = CellularTask(cfg)
+    resumed.load_state_dict(task.state_dict())
+    assert resumed.sample(np.random.default_rng(9), 2).tokens.shape[1] == task.n_ctx

@@ -41,6 +41,10 @@ class CellularConfig:
     n_val: int = 512                     # val-out trajectories (coverage-filtered)
     n_test: int = 1024                   # test trajectories (coverage-filtered)
     data_seed: int = 1234
+    # optional training curriculum over the horizon: the first curriculum_steps[i] training batches
+    # (cumulative) use curriculum_T[i] steps, later ones the full T (positions stay absolute)
+    curriculum_T: list[int] = field(default_factory=list)
+    curriculum_steps: list[int] = field(default_factory=list)
 
     def __post_init__(self):
         check_choice("task.neighbourhood", self.neighbourhood, tuple(NEIGHBOURHOODS))
@@ -49,6 +53,9 @@ class CellularConfig:
         check(2 <= self.T0 < self.T, f"task.T0={self.T0} must satisfy 2 <= T0 < T={self.T}")
         check(self.alpha > 0, f"task.alpha={self.alpha} must be > 0")
         check(self.n_val >= 1 and self.n_test >= 1, "task.n_val and task.n_test must be >= 1")
+        check(len(self.curriculum_T) == len(self.curriculum_steps),
+              f"task.curriculum_T={self.curriculum_T} and task.curriculum_steps={self.curriculum_steps} need one entry each")
+        check(all(2 <= t <= self.T for t in self.curriculum_T), f"task.curriculum_T={self.curriculum_T} must lie in [2, T]")
         dim = len(NEIGHBOURHOODS[self.neighbourhood][0])
         check(len(self.grid) == dim, f"task.grid={self.grid} needs {dim} sides for the {self.neighbourhood} neighbourhood")
 
@@ -65,6 +72,20 @@ class CellularTask:
                                            self.lattice.offsets, cfg.V),
                                    cfg.symmetry_spatial, cfg.symmetry_states)
         self._eval: dict[str, Batch] = {}
+        self.batches_drawn = 0  # training batches so far: drives the horizon curriculum
+
+    def state_dict(self) -> dict:
+        return {"batches_drawn": self.batches_drawn}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.batches_drawn = int(state.get("batches_drawn", 0))
+
+    def train_horizon(self, batch_index: int) -> int:
+        """T of training batch ``batch_index`` under the curriculum (the full T after it)."""
+        for T, until in zip(self.cfg.curriculum_T, np.cumsum(self.cfg.curriculum_steps)):
+            if batch_index < until:
+                return int(T)
+        return self.cfg.T
 
     @property
     def stochastic(self) -> bool:
@@ -123,9 +144,17 @@ class CellularTask:
         return Batch(stream[:, :-1], stream[:, 1:], mask, {"traj": traj, "tables": tables})
 
     def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
-        """A training batch: unfiltered trajectories of training rules, loss everywhere."""
+        """A training batch: unfiltered trajectories of training rules, loss everywhere (a shorter
+        prefix of the stream while a horizon curriculum is on)."""
+        T = self.train_horizon(self.batches_drawn)
+        self.batches_drawn += 1
         tables, traj = self.trajectories(rng, batch_size, "train", covered=False)
-        return self.batch(tables, traj, scored_only=False)
+        batch = self.batch(tables, traj, scored_only=False)
+        if T < self.cfg.T:
+            keep = T * self.layout.step_tokens - 2  # input positions of a T-step stream
+            batch = Batch(batch.tokens[:, :keep], batch.targets[:, :keep], batch.loss_mask[:, :keep],
+                          {"traj": traj[:, :T], "tables": tables})
+        return batch
 
     EVAL_SPLITS = ("val", "test", "val_in", "val_in_nofilter")
 
