@@ -1,0 +1,103 @@
+"""TraceRelay experiments: registration, determinism, the final-position objective, greedy
+Most-Freq decoding against a full re-forward, and the paper-layout tables."""
+import numpy as np
+import pytest
+import torch
+
+from tinyscope.experiments import registry
+from tinyscope.experiments.runner import run_experiment
+from tinyscope.experiments.tracerelay import (final_position_loss, greedy_most_freq, table1, table3, table4,
+                                              table5)
+from tinyscope.models.tracerelay import TraceRelay, TraceRelayConfig
+from tinyscope.tasks.formal import MostFreq, MostFreqConfig
+
+NAMES = ["tracerelay-equal-repeats", "tracerelay-equal-repeats-no-inheritance", "tracerelay-dyck",
+         "tracerelay-most-freq"]
+
+
+def test_experiments_are_registered_with_three_presets():
+    for name in NAMES:
+        exp = registry.get(name)
+        assert set(exp.presets) == {"smoke", "cpu", "paper"}
+    on = registry.get(NAMES[0]).config("paper")
+    off = registry.get(NAMES[1]).config("paper")
+    assert on.model.inherit and not off.model.inherit
+    assert (on.train.lr, on.train.batch_size, on.train.eval_every, on.train.steps) == (3e-4, 64, 250, 20000)
+    assert (on.train.stop_threshold, on.train.stop_consecutive, on.train.tie_break_metric) == (0.99, 2, "id_ce")
+
+
+def test_smoke_run_is_deterministic_from_the_seed(tmp_path):
+    name = "tracerelay-equal-repeats"
+    a = run_experiment(name, "smoke", out=tmp_path / "a", progress=False, overrides=["train.steps=3"])
+    b = run_experiment(name, "smoke", out=tmp_path / "b", progress=False, overrides=["train.steps=3"])
+    assert a["metrics"] == b["metrics"] and a["eval_fingerprint"] == b["eval_fingerprint"]
+    assert "acc@32" in a["metrics"] and a["metrics"]["class0_n"] + a["metrics"]["class1_n"] > 0
+
+
+def test_most_freq_smoke_run_reports_diagnostics_and_baselines(tmp_path):
+    res = run_experiment("tracerelay-most-freq", "smoke", out=tmp_path / "m", progress=False,
+                         overrides=["train.steps=3"])
+    m = res["metrics"]
+    for key in ("acc", "top1", "top2", "set_exact", "termination", "tf_exact", "base_suffix32_exact",
+                "base_first_exact", "base_fixed_exact"):
+        assert 0.0 <= m[f"{key}@24"] <= 1.0
+
+
+def test_dyck_smoke_run_reports_slices(tmp_path):
+    res = run_experiment("tracerelay-dyck", "smoke", out=tmp_path / "d", progress=False, overrides=["train.steps=3"])
+    m = res["metrics"]
+    assert sum(v for k, v in m.items() if k.startswith("dist") and k.endswith("_n@32")) == m["n_closes@32"]
+
+
+def test_final_position_loss_reads_the_last_valid_position():
+    torch.manual_seed(0)
+    model = TraceRelay(TraceRelayConfig(vocab_size=2, n_out=3, d_model=8, d_trace=[4], n_heads=1, d_ffn=8,
+                                        left_window=2, right_window=1, stride=2))
+    tokens = torch.randint(0, 2, (2, 9))
+    batch = {"tokens": tokens, "length": torch.tensor([9, 5]), "label": torch.tensor([1, 2])}
+    loss = final_position_loss(model, batch)
+    l0 = torch.nn.functional.cross_entropy(model(tokens[:1])[0, -1:], torch.tensor([1]))
+    l1 = torch.nn.functional.cross_entropy(model(tokens[1:, :5])[0, -1:], torch.tensor([2]))
+    assert torch.allclose(loss, (l0 + l1) / 2, atol=1e-6)
+
+
+def test_greedy_generation_with_bounded_state_matches_full_reforward():
+    torch.manual_seed(1)
+    task = MostFreq(MostFreqConfig(V=3, gap=1, min_len=8, max_len=12))
+    model = TraceRelay(TraceRelayConfig(vocab_size=6, n_out=4, d_model=16, d_trace=[8, 8], n_heads=2, d_ffn=16,
+                                        left_window=3, right_window=1, stride=2)).double().eval()
+    src, _ = task.sources(np.random.default_rng(0), 5, 10)
+    fast = greedy_most_freq(model, task, src)
+    seq = torch.from_numpy(np.concatenate([src, np.full((5, 1), task.SEP)], 1))
+    slow = []
+    for _ in range(task.cfg.V + 1):
+        out = model(seq)[:, -1].argmax(-1)
+        slow.append(out)
+        seq = torch.cat([seq, torch.where(out == task.EOS_OUT, task.EOS, out)[:, None]], 1)
+    assert np.array_equal(fast, torch.stack(slow, 1).numpy())
+
+
+def _summary(task, inherit, dc, seed, metrics, best=250, final=500, stopped="max_steps"):
+    return {"task": task, "inherit": inherit, "d_c": dc, "seed": seed, "metrics": metrics, "best": best,
+            "final": final, "stopped": stopped, "tokens": 1_234_567, "minutes": 2.5, "params": 295_875}
+
+
+def test_tables_have_the_paper_layout():
+    runs = [_summary("Equal Repeats", "On", 64, s, {"acc@256": a, "acc@1024": 0.34}) for s, a in
+            [(42, 0.99), (43, 0.98)]]
+    runs.append(_summary("Equal Repeats", "Off", 64, 42, {"acc@256": 0.51, "acc@1024": 0.37}))
+    dyck_metrics = {"dist1-8_n@4096": 10.0, "dist1-8_acc@4096": 0.9, "dist9-16_n@4096": 0.0,
+                    "depth1_n@4096": 10.0, "depth1_acc@4096": 0.5, "acc@256": 0.98, "acc@1024": 0.93}
+    runs.append(_summary("Dyck", "On", 64, 42, dyck_metrics))
+    runs.append(_summary("Most-Freq", "On", 16, 42, {"acc@1024": 0.7, "top1@1024": 0.9, "top2@1024": 0.8,
+                                                       "set_exact@1024": 0.85, "termination@1024": 0.95,
+                                                       "base_suffix32_exact@1024": 0.0127, "acc@256": 0.99}))
+    t1 = table1(runs)
+    assert "| Equal Repeats | On | 64 | 98.50 ± 0.71 | 34.00 ± 0.00 | 2 |" in t1
+    assert t1.index("| Equal Repeats | On") < t1.index("| Equal Repeats | Off") < t1.index("| Dyck") < t1.index("Most-Freq")
+    t3 = table3(runs)
+    assert "| 1-8 | 10 | 90.00 |" in t3 and "| 9-16 | 0 | – |" in t3 and "| Depth 1 | 10 | 50.00 |" in t3
+    t4 = table4(runs)
+    assert "| Full exact | 70.00 |" in t4 and "| Suffix frequency (32) | 1.27 |" in t4
+    t5 = table5(runs)
+    assert "| ER / On | 64 | 42 | 250 | 500† | 1.23 | 2.5 | 295,875 |" in t5
