@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .geometry import Geometry, Landscape, bounds, fit_plane, head_plane, landscape, residual_plane
-from .plotting import (KEY_COLOR, MASKED_COLOR, QUERY_COLOR, VALUE_COLOR, heatmap, labelled_points, matrix_inset,
-                       new_figure, set_plane_axes, token_cmap, token_colors)
+from .plotting import (KEY_COLOR, MASKED_COLOR, QUERY_COLOR, VALUE_COLOR, TextLabels, heatmap, labelled_points,
+                       matrix_inset, new_figure, set_plane_axes, token_cmap, token_colors)
 
 
 def point_colors(geom: Geometry) -> list:
@@ -219,22 +219,20 @@ def argmax_map(ax, land: Landscape, labels: list[str], annotate: bool = True):
     am = land.argmax
     ax.imshow(am, origin="lower", extent=land.extent, cmap=token_cmap(V), vmin=-0.5, vmax=V - 0.5, aspect="auto",
               interpolation="nearest")
-    texts = region_labels(ax, land, labels) if annotate else []
+    texts = region_labels(ax, land, labels) if annotate else None
     ax.set_xlim(land.extent[:2])
     ax.set_ylim(land.extent[2:])
     return texts
 
 
-def region_labels(ax, land: Landscape, labels: list[str]) -> list:
-    """Write each predicted token at the median point of its argmax region; returns the Texts."""
+def region_labels(ax, land: Landscape, labels: list[str]):
+    """Write each predicted token at the median point of its argmax region (one TextLabels artist)."""
     gx, gy = np.meshgrid(land.xs, land.ys)
     am = land.argmax
-    texts = []
-    for u in np.unique(am):
-        sel = am == u
-        texts.append(ax.text(np.median(gx[sel]), np.median(gy[sel]), labels[u] if u < len(labels) else str(u),
-                             fontsize=11, weight="bold", color="0.25", ha="center", va="center", alpha=0.8))
-    return texts
+    tokens = np.unique(am)
+    centres = np.array([[np.median(gx[am == u]), np.median(gy[am == u])] for u in tokens])
+    names = [labels[u] if u < len(labels) else str(u) for u in tokens]
+    return TextLabels(ax, centres, names, fontsize=11, color="0.25", ha="center", va="center", weight="bold")
 
 
 def output_summary_figure(land: Landscape, geom: Geometry):
