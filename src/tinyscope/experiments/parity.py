@@ -38,7 +38,7 @@ def parity_model(n: int, k: int, d_model: int = 64, n_heads: int = 2, d_mlp: int
     layers = k.bit_length() - 1
     base = dict(vocab_size=4, n_ctx=n + k - 1, d_model=d_model, d_head=None, n_heads=[n_heads] * layers,
                 d_mlp=[d_mlp] * layers, act="gelu", norm="pre", final_norm=True, attn_out_proj=True,
-                qkv_bias=False, mlp_bias=True, unembed_bias=True, d_vocab_out=2, init="gpt2")
+                qkv_bias=False, mlp_bias=True, unembed_bias=True, d_vocab_out=2, init="torch")
     base.update(kw)
     return TransformerConfig(**base)
 
@@ -88,14 +88,15 @@ def make_presets(kind: str) -> dict:
             train=_train(steps=120, batch_size=64, lr=3e-3, eval_every=20, checkpoint_every=20, log_every=20)),
         "cpu": lambda: ParityRunConfig(
             kind=kind, task=ParityConfig(n=20, k=8),
-            model=parity_model(20, 8, d_model=32, n_heads=2, d_head=32, d_mlp=128),
-            curriculum=CurriculumConfig(stage_steps=3000),
-            train=_train(steps=8000, batch_size=128, lr=3e-3, threads=1)),
+            model=parity_model(20, 8, d_model=32, n_heads=2, d_mlp=128),
+            curriculum=CurriculumConfig(stage_steps=4000),
+            train=_train(steps=12000, batch_size=64, lr=1e-3, betas=[0.9, 0.98], threads=1)),
         "paper": lambda: ParityRunConfig(
             kind=kind, task=ParityConfig(n=30, k=16, n_val=4096, n_test=8192),
             model=parity_model(30, 16, d_model=128, n_heads=4, d_mlp=512),
             curriculum=CurriculumConfig(stage_steps=10000),
-            train=_train(steps=40000, batch_size=512, lr=5e-4, eval_every=200, checkpoint_every=200)),
+            train=_train(steps=40000, batch_size=512, lr=5e-4, betas=[0.9, 0.98], eval_every=200,
+                         checkpoint_every=200)),
     }
 
 
