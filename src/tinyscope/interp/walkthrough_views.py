@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .geometry import Geometry, Landscape, bounds, fit_plane, head_plane, residual_plane
+from .geometry import Geometry, Landscape, bounds, fit_plane, head_plane
 from .geometry_views import argmax_map, dot_background
 from .plotting import (KEY_COLOR, MASKED_COLOR, QUERY_COLOR, VALUE_COLOR, heatmap, labelled_points, new_figure,
                        set_plane_axes, token_colors)
@@ -29,6 +29,14 @@ def _trace_colors(tr: Trace) -> list:
     return [cols[t] for t in tr.tokens]
 
 
+def _over_backdrop(ax, plane, backdrop: np.ndarray, pts: np.ndarray, labels: list[str], colours, title: str):
+    """The sequence's points (labelled) over all possible points (grey), in ``plane``."""
+    bp = plane.project(backdrop).reshape(-1, 2)
+    ax.scatter(bp[:, 0], bp[:, 1], **BACKDROP)
+    labelled_points(ax, plane.project(pts), labels, colours, size=30, fontsize=8)
+    set_plane_axes(ax, plane, "", title)
+
+
 def walk_embeddings_figure(tr: Trace, geom: Geometry):
     """Fig. 11: (a-c) heatmaps of x, p, e for the sequence; (d-f) scatters over all tokens,
     positions and token+position points (grey)."""
@@ -44,11 +52,7 @@ def walk_embeddings_figure(tr: Trace, geom: Geometry):
             (axes[1, 0], geom.tok, tr.x, tr.token_names, "(d) token embeddings"),
             (axes[1, 1], geom.pos, tr.p, [f"p{i}" for i in range(tr.T)], "(e) position embeddings"),
             (axes[1, 2], geom.emb.reshape(-1, D), tr.e, rows, "(f) token + position")):
-        plane = fit_plane(back)
-        bp = plane.project(back)
-        ax.scatter(bp[:, 0], bp[:, 1], **BACKDROP)
-        labelled_points(ax, plane.project(pts), labs, cols, size=30, fontsize=8)
-        set_plane_axes(ax, plane, "", name)
+        _over_backdrop(ax, fit_plane(back), back, pts, labs, cols, name)
     fig.suptitle(f"Embeddings of the sequence {_seq_title(tr)} (Fig. 11)", fontsize=11)
     return fig
 
@@ -64,11 +68,9 @@ def walk_qk_figure(tr: Trace, geom: Geometry):
     heatmap(axes[1], tr.k, rows, _dims(Dh, "k"))
     axes[1].set_title("(b) K", fontsize=9)
     plane = head_plane(geom)
-    back = plane.project(np.concatenate([geom.q.reshape(-1, Dh), geom.k.reshape(-1, Dh)]))
-    axes[2].scatter(back[:, 0], back[:, 1], **BACKDROP)
-    labelled_points(axes[2], plane.project(tr.q), rows, QUERY_COLOR, size=30, fontsize=8)
+    _over_backdrop(axes[2], plane, np.concatenate([geom.q.reshape(-1, Dh), geom.k.reshape(-1, Dh)]), tr.q, rows,
+                   QUERY_COLOR, "(c) queries (blue), keys (red); all V*T in grey")
     labelled_points(axes[2], plane.project(tr.k), rows, KEY_COLOR, size=30, fontsize=8)
-    set_plane_axes(axes[2], plane, "", "(c) queries (blue), keys (red); all V*T in grey")
     fig.suptitle(f"Queries and keys of {_seq_title(tr)} (Fig. 12)", fontsize=11)
     return fig
 
@@ -76,7 +78,7 @@ def walk_qk_figure(tr: Trace, geom: Geometry):
 def walk_attention_figure(tr: Trace, geom: Geometry):
     """Fig. 13: (a) per query, its dot product over the plane with the sequence's keys (red: j <= i,
     grey: masked); (b) the masked raw scores q.k; (c) the attention matrix softmax(q.k / sqrt(d_k))."""
-    T, Dh = tr.T, tr.q.shape[1]
+    T = tr.T
     ncols = min(4, T)
     nrows = -(-T // ncols)
     fig = new_figure(16, 3.6 * nrows + 4.8)
@@ -128,13 +130,10 @@ def walk_values_figure(tr: Trace, geom: Geometry):
     heatmap(ax, tr.head_out, rows, _dims(Dh, "a"))
     ax.set_title("(c) attention output A V", fontsize=9)
     plane = fit_plane(np.concatenate([geom.v.reshape(-1, Dh), tr.head_out]))
-    back = plane.project(geom.v.reshape(-1, Dh))
     for ax, pts, name, colour in ((fig.add_subplot(gs[1, 0:3]), tr.v, "(d) values v_j", VALUE_COLOR),
                                   (fig.add_subplot(gs[1, 3:6]), tr.head_out, "(e) attention outputs Attn(e)_i",
                                    "tab:purple")):
-        ax.scatter(back[:, 0], back[:, 1], **BACKDROP)
-        labelled_points(ax, plane.project(pts), rows, colour, size=30, fontsize=8)
-        set_plane_axes(ax, plane, "", name)
+        _over_backdrop(ax, plane, geom.v.reshape(-1, Dh), pts, rows, colour, name)
     fig.suptitle(f"Values and attention outputs for {_seq_title(tr)} (Fig. 14)", fontsize=11)
     return fig
 
@@ -179,6 +178,3 @@ def walk_prediction_figure(tr: Trace, land: Landscape):
     fig.suptitle(f"Predicting the next token of {_seq_title(tr)} (Fig. 15){note}", fontsize=11)
     return fig
 
-
-__all__ = ["walk_embeddings_figure", "walk_qk_figure", "walk_attention_figure", "walk_values_figure",
-           "walk_prediction_figure", "residual_plane"]
