@@ -53,8 +53,13 @@ def register(sub) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from ..experiments.registry import get
     from ..sweep import SweepSpec, parse_grid, run_sweep
+
+    if args.backend == "local":  # let the fork server import torch while we do
+        from ..sweep.local import prestart
+
+        prestart()
+    from ..experiments.registry import get
 
     exp = get(args.experiment)
     seeds = args.seeds or [exp.config(args.preset).seed]

@@ -96,6 +96,10 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
         raise ConfigError(f"--jobs {jobs} must be >= 1")
     if address and backend != "ray":
         raise ConfigError("--address is for --backend ray")
+    if backend == "local":
+        from .local import prestart
+
+        prestart()
     runs = spec.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

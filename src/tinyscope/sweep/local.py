@@ -25,6 +25,16 @@ def context() -> mp.context.BaseContext:
     return mp.get_context("spawn")
 
 
+def prestart() -> None:
+    """Start the fork server now, so that it imports torch and the experiments while this
+    process does its own imports and validation (they overlap on two or more cores)."""
+    ctx = context()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
               on_finish: Callable[[Job, dict], None], poll_s: float = 0.5) -> None:
     """Run ``jobs`` with at most ``n_jobs`` processes; ``on_finish(job, row)`` gets each index row.

@@ -42,8 +42,11 @@ def _warm_up() -> None:
     opt.step()
 
 
-registry.names()  # import every experiment module once (fork-server preload)
-_warm_up()
+try:  # fork-server preload: import every experiment module once and warm up; a failure here
+    registry.names()  # must not take the fork server down (each run reports its own error)
+    _warm_up()
+except Exception:  # noqa: BLE001
+    pass
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
