@@ -263,6 +263,14 @@ class TraceRelayExperiment(Experiment):
         out["id_acc"], out["id_ce"] = float(np.mean(id_acc)), float(np.mean(id_ce))
         return out
 
+    def figures(self, run) -> dict:
+        figs = {"validation_history": validation_figure(run.metrics(), self.name)}
+        metrics = run.results.get("metrics", {})
+        if metrics:
+            chance = run.cfg.model.n_out if "equal-repeats" in self.name else None
+            figs["accuracy_by_length"] = length_figure(metrics, chance, self.name)
+        return figs
+
     def eval_fingerprint(self, cfg, task) -> str:
         e = cfg.eval
         parts = [task.eval_set(T, min(e.n_final, 64), e.final_seed).fingerprint()
@@ -381,6 +389,46 @@ register(EqualRepeatsExperiment(inherit=True))
 register(EqualRepeatsExperiment(inherit=False))
 register(DyckExperiment())
 register(MostFreqExperiment())
+
+
+# ----------------------------------------------------------------------------- figures
+def validation_figure(records: list[dict], title: str):
+    """ID validation accuracy per length and their mean against the update (Fig. 5 style)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evals = [r for r in records if r.get("split") == "eval"]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    keys = sorted({k for r in evals for k in r if k.startswith("acc@")}, key=lambda k: int(k[4:]))
+    steps = [r["step"] for r in evals]
+    for k in keys:
+        ax.plot(steps, [100 * r.get(k, float("nan")) for r in evals], lw=1, alpha=0.7, label=f"T={k[4:]}")
+    ax.plot(steps, [100 * r.get("id_acc", float("nan")) for r in evals], "k-", lw=2, label="ID mean")
+    ax.axhline(99, ls="--", color="gray", lw=1)
+    ax.set(xlabel="update", ylabel="accuracy (%)", title=title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def length_figure(metrics: dict, n_classes: int | None, title: str):
+    """Final accuracy against evaluation length (Figs. 2-4 style), with the 1/n chance line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lengths = sorted(int(k[4:]) for k in metrics if k.startswith("acc@"))
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(lengths, [100 * metrics[f"acc@{T}"] for T in lengths], "o-")
+    if n_classes:
+        ax.axhline(100 / n_classes, ls=":", color="gray")
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="length T", ylabel="accuracy (%)", title=title)
+    fig.tight_layout()
+    return fig
 
 
 # ----------------------------------------------------------------------------- tables
