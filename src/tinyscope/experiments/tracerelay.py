@@ -19,7 +19,8 @@ selection, tie-break and stopping metrics. Final evaluation adds OOD lengths, Dy
 omitted, not zero) and Most-Freq diagnostics and shortcut baselines.
 
 Tables: :func:`table1`, :func:`table3`, :func:`table4`, :func:`table5` take run summaries
-(:func:`summarize_run`) and return Markdown in the layout of the paper's Tables 1, 3, 4, 5.
+(:func:`summarize_run`) and return Markdown in the layout of the paper's Tables 1, 3, 4, 5;
+:func:`tables` renders all of them for a list of run directories.
 """
 from __future__ import annotations
 
@@ -539,3 +540,16 @@ def table5(summaries: list[dict]) -> str:
                      f"{s['best']:,}" if s["best"] is not None else "–", f"{s['final']:,}{dagger}",
                      f"{s['tokens'] / 1e6:.2f}", f"{s['minutes']:.1f}", f"{s['params']:,}"])
     return _md(["Task / inheritance", "d_c", "Seed", "Best", "Final", "Tokens (M)", "Min.", "Params"], rows)
+
+
+def tables(run_dirs: list[str | Path]) -> str:
+    """Tables 1, 3, 4 and 5 (those with data) for a set of TraceRelay run directories."""
+    summaries = [summarize_run(p) for p in run_dirs if (Path(p) / "results.json").exists()]
+    parts = ["### Table 1", table1(summaries)]
+    for task, title, fn, want in (("Dyck", "Table 3", table3, 4096), ("Most-Freq", "Table 4", table4, 1024)):
+        lengths = {int(k.split("@")[1]) for s in summaries if s["task"] == task for k in s["metrics"] if "@" in k}
+        if lengths:
+            T = want if want in lengths else max(lengths)
+            parts += [f"### {title} (T = {T})", fn(summaries, T)]
+    parts += ["### Table 5", table5(summaries)]
+    return "\n\n".join(parts)
