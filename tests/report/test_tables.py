@@ -97,3 +97,14 @@ def test_cli_report_and_runs(tmp_path, make_run, capsys):
     assert main(["runs", str(tmp_path), "--where", "no_such_column = 1"]) == 2
     assert "not a valid SQL condition" in capsys.readouterr().err
     assert main(["report", str(tmp_path), "--table", "nope"]) == 2
+
+
+def test_layout_row_order_labels_and_defaults(tmp_path, make_run):
+    runs, _ = _runs(tmp_path, make_run)
+    layout = TableLayout(name="ordered", caption="", experiments=("plus-last-even",),
+                         rows=(Key("Decay", "train.weight_decay", labels={0.0: "Off"}, default="On", order=("Off", "On")),),
+                         metrics=(Metric("a", "acc@32"),))
+    assert [row[0] for row in layout.build(runs).rows] == ["Off", "On"]
+    desc = TableLayout(name="desc", caption="", experiments=("plus-last-even",),
+                       rows=(Key("wd", "train.weight_decay", descending=True),), metrics=(Metric("a", "acc@32"),))
+    assert [row[0] for row in desc.build(runs).rows] == ["0.1", "0.0"]

@@ -126,6 +126,17 @@ class Key:
     header: str
     get: str | Callable[[RunRecord], Any]
     labels: dict | None = None
+    default: Any = None              # label of a value that ``labels`` does not name (None: the value)
+    order: tuple | None = None       # row order of the (labelled) values; others follow, sorted
+    descending: bool = False         # sort values from high to low (e.g. widths 64, 32, 16)
+
+    def sort_key(self, label: Any) -> tuple:
+        if self.order is not None and label in self.order:
+            return (0, self.order.index(label), 0.0, "")
+        num = isinstance(label, (int, float)) and not isinstance(label, bool)
+        value = (-label if self.descending else label) if num else 0.0
+        text = "" if num else format_value(label)
+        return (1, 0, value, text)
 
     def of(self, run: RunRecord) -> Any:
         if callable(self.get):
@@ -141,6 +152,8 @@ class Key:
             for k, v in self.labels.items():
                 if k == value or format_value(k) == format_value(value):
                     return v
+            if self.default is not None:
+                return self.default
         return value
 
 
@@ -163,8 +176,8 @@ class TableLayout:
     """A paper table. ``rows`` are keys and the columns are ``metrics`` (one row per distinct
     combination of key values), or, with ``transpose=True``, the rows are ``metrics`` and the
     columns are the distinct combinations of ``rows`` keys (TraceRelay Tables 3 and 4).
-    ``experiments`` are fnmatch patterns of experiment names; ``where`` filters runs further;
-    ``order`` sorts rows (default: by key values as they first appear in sorted runs)."""
+    ``experiments`` are fnmatch patterns of experiment names; ``where`` filters runs further.
+    Rows are sorted by each key's ``order`` / value (see :class:`Key`)."""
 
     name: str
     caption: str
@@ -183,9 +196,15 @@ class TableLayout:
                 and (self.where is None or self.where(r))]
 
     def _cells(self, runs: Sequence[RunRecord]) -> dict[tuple, list[RunRecord]]:
-        cells: dict[tuple, list[RunRecord]] = {}
+        """Runs grouped by their row labels, in row order (each Key's ``order``, then by value)."""
+        groups: dict[tuple, list[RunRecord]] = {}
+        sort_keys: dict[tuple, tuple] = {}
         for r in sorted(runs, key=lambda r: (r.experiment, r.label(), r.seed)):
-            cells.setdefault(tuple(format_value(k.of(r)) for k in self.rows), []).append(r)
+            values = [k.of(r) for k in self.rows]
+            key = tuple(format_value(v) for v in values)
+            groups.setdefault(key, []).append(r)
+            sort_keys[key] = tuple(k.sort_key(v) for k, v in zip(self.rows, values))
+        cells = {key: groups[key] for key in sorted(groups, key=lambda key: sort_keys[key])}
         for key, group in cells.items():
             seeds = [r.seed for r in group]
             if len(set(seeds)) != len(seeds):
