@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--out", default="runs/ncffn-parity")
     ap.add_argument("--quick", action="store_true", help="N in {4, 6}, depth 1-2, two seeds")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--table-only", action="store_true", help="only redraw the plot and table from rows.jsonl")
     ap.add_argument("--max-steps", type=int, default=1500)
     ap.add_argument("--n-bits", default="4,6,8,10")
     ap.add_argument("--bases", default="gelu,swiglu,bilinear,nc,nc_bool")
@@ -40,13 +41,15 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "rows.jsonl"
     rows = [json.loads(ln) for ln in path.read_text().splitlines()] if args.resume and path.exists() else []
-    if not args.resume:
+    if not (args.resume or args.table_only):
         path.write_text("")
+    if args.table_only:
+        rows = [json.loads(ln) for ln in path.read_text().splitlines()]
     done = {(r["basis"], r["n_bits"], r["depth"]) for r in rows}
     for n in cfg.n_bits:
         for depth in cfg.depths:
             for basis in cfg.bases:
-                if (basis, n, depth) in done:
+                if (basis, n, depth) in done or args.table_only:
                     continue
                 new = train_parity_batch(basis, n, depth, cfg.widths, cfg.seeds, cfg.max_steps, cfg.lr, cfg.check_every)
                 rows += new
@@ -55,7 +58,6 @@ def main() -> None:
                 solved = [r["width"] for r in new if r["accuracy"] == 1.0]
                 print(f"N={n} depth={depth} {basis:<9} smallest solved width: {min(solved) if solved else '-'}",
                       flush=True)
-    rows = [r for r in rows if r["n_bits"] in cfg.n_bits or args.resume]
     plot_parity(rows).savefig(out / "parity.png", dpi=120)
     print(f"plot: {out / 'parity.png'}")
     print(format_table(min_params_table(rows, cfg.min_solved)))

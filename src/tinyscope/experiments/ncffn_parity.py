@@ -203,8 +203,9 @@ def format_table(table: list[dict]) -> str:
 
 
 def plot_parity(rows: list[dict]):
-    """Best-seed accuracy against parameters, one panel per (N, depth), one line per basis."""
+    """Best-seed accuracy against parameters (log scale), one panel per (N, depth), one line per basis."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -223,8 +224,11 @@ def plot_parity(rows: list[dict]):
                 widths = sorted({r["width"] for r in sel})
                 params = [next(r["params"] for r in sel if r["width"] == w) for w in widths]
                 best = [max(r["accuracy"] for r in sel if r["width"] == w) for w in widths]
-                ax.plot(params, best, marker="o", ms=3, label=basis, color=colors[basis])
+                ax.plot(params, best, marker="o", ms=3, label=basis, color=colors[basis],
+                        ls="--" if basis == "nc" else "-")  # nc equals gelu at widths without fuzzy pairs
             ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.axhline(1.0, color="grey", lw=0.5, ls=":")
             ax.set_title(f"N={n}, depth {depth}", fontsize=9)
             if i == len(depths) - 1:
