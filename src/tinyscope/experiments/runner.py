@@ -90,9 +90,15 @@ def build(exp: Experiment, cfg: Any) -> tuple[Any, torch.nn.Module]:
 
 
 def run_experiment(name: str, preset: str, seed: int | None = None, overrides: list[str] | None = None,
-                   out: str | Path | None = None, resume: bool = False, progress: bool = True) -> dict:
-    """Train (or continue) a run and write its directory; returns results.json's content."""
+                   out: str | Path | None = None, resume: bool = False, progress: bool = True,
+                   report: str = "auto") -> dict:
+    """Train (or continue) a run and write its directory; returns results.json's content.
+
+    report: RUN/report.html, "auto" (quick page for the smoke preset, every view otherwise),
+    "full", "quick" or "none"."""
     exp = registry.get(name)
+    if not getattr(exp, "trainable", True):
+        raise ConfigError(f"{name} is compiled, not trained; write it with `tinyscope construct`")
     cfg = exp.config(preset, seed, overrides)
     out = Path(out) if out is not None else Path("runs") / f"{name}-{preset}-s{cfg.seed}"
     if not dist_info().is_main:  # under torchrun only rank 0 touches the run directory
@@ -122,14 +128,23 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     if not trainer.dist.is_main:
         return {}
     results = finalize(out, exp, preset, cfg, task, model, result)
-    try:  # RUN/report.html; the smoke preset gets the quick page (config, metrics, curve)
+    if report != "none":
+        step = results["selected_step"] if results.get("selected_step") is not None else results["steps"]
+        _write_report(Run(out, exp, preset, cfg, task, model, step),
+                      full=report == "full" or (report == "auto" and preset != "smoke"))
+    return results
+
+
+def _write_report(run: "Run", full: bool) -> None:
+    """RUN/report.html from the run in memory (no second build of the task)."""
+    out = run.path
+    try:
         from ..report.run_report import write_run_report
 
-        write_run_report(out, full=preset != "smoke")
+        write_run_report(out, full=full, run=run)
     except Exception as exc:  # the run itself is complete and saved; say so rather than fail it
         log.warning("could not write %s/report.html (%s: %s); `tinyscope viz %s` retries", out,
                     type(exc).__name__, exc, out)
-    return results
 
 
 def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model: torch.nn.Module, result) -> dict:

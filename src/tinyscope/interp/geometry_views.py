@@ -131,8 +131,9 @@ def query_token_scores_figure(geom: Geometry, token: str | None = None):
     m = float(np.abs(S).max()) or 1.0
     ncols = min(4, geom.V)
     nrows = -(-geom.V // ncols)
-    fig = new_figure(3.2 * ncols + 1, 3.0 * nrows)
-    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+    fig = new_figure(3.2 * ncols + 1, 3.0 * nrows, layout=None)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, sharex=True, sharey=True)).ravel()
+    fig.subplots_adjust(left=0.06, right=0.86, bottom=0.07, top=0.9, wspace=0.15, hspace=0.3)
     im = None
     for b, ax in enumerate(axes):
         if b >= geom.V:
@@ -140,10 +141,12 @@ def query_token_scores_figure(geom: Geometry, token: str | None = None):
             continue
         im = heatmap(ax, S[:, b, :], annotate=False, vmin=-m, vmax=m)
         ax.set_title(f"key token {geom.labels[b]}", fontsize=9)
-        ax.set_xlabel("key position", fontsize=7)
-        ax.set_ylabel(f"{geom.labels[a]} query position", fontsize=7)
         ax.tick_params(labelsize=6)
-    fig.colorbar(im, ax=axes.tolist(), shrink=0.6, label="q . k")
+        if b // ncols == nrows - 1 or b + ncols >= geom.V:
+            ax.set_xlabel("key position", fontsize=7)
+        if b % ncols == 0:
+            ax.set_ylabel(f"{geom.labels[a]} query position", fontsize=7)
+    fig.colorbar(im, cax=fig.add_axes([0.885, 0.15, 0.015, 0.65]), label="q . k")
     fig.suptitle(f"Pre-softmax scores q.k of '{geom.labels[a]}' queries against every key token (Fig. 8)",
                  fontsize=11)
     return fig
@@ -194,8 +197,9 @@ def probability_panels_figure(land: Landscape, labels: list[str], overlay=None, 
     V = land.probs.shape[-1]
     ncols = min(4, V)
     nrows = -(-V // ncols)
-    fig = new_figure(3.4 * ncols + 1, 3.0 * nrows)
-    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+    fig = new_figure(3.4 * ncols + 1, 3.0 * nrows, layout=None)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, sharex=True, sharey=True)).ravel()
+    fig.subplots_adjust(left=0.05, right=0.86, bottom=0.06, top=0.9, wspace=0.12, hspace=0.3)
     im = None
     for u, ax in enumerate(axes):
         if u >= V:
@@ -207,7 +211,7 @@ def probability_panels_figure(land: Landscape, labels: list[str], overlay=None, 
             labelled_points(ax, overlay, overlay_labels, "white", size=4, fontsize=4)
         ax.set_title(f"P(next = {labels[u] if u < len(labels) else u})", fontsize=9)
         ax.tick_params(labelsize=6)
-    fig.colorbar(im, ax=axes.tolist(), shrink=0.6, label="probability")
+    fig.colorbar(im, cax=fig.add_axes([0.885, 0.15, 0.015, 0.65]), label="probability")
     note = f" [{land.plane.note}]" if land.plane.note else ""
     fig.suptitle(f"Output probability landscape of the output network (Fig. 9){note}", fontsize=11)
     return fig

@@ -22,8 +22,10 @@ QUERY_COLOR, KEY_COLOR, VALUE_COLOR, MASKED_COLOR = "tab:blue", "tab:red", "tab:
 CONSTRAINED_OK, CONSTRAINED_WRONG, UNCONSTRAINED = "#4caf50", "#e53935", "#d0d0d0"
 
 
-def new_figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
+def new_figure(width: float, height: float, layout: str | None = "constrained") -> Figure:
+    """A Figure with an Agg canvas. Grids of many small panels pass ``layout=None`` and place
+    their axes with ``subplots_adjust``: the constrained layout engine costs as much as drawing."""
+    fig = Figure(figsize=(width, height), layout=layout)
     FigureCanvasAgg(fig)
     return fig
 

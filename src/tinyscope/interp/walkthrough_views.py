@@ -81,9 +81,10 @@ def walk_attention_figure(tr: Trace, geom: Geometry):
     T = tr.T
     ncols = min(4, T)
     nrows = -(-T // ncols)
-    fig = new_figure(16, 3.6 * nrows + 4.8)
-    sub = fig.subfigures(2, 1, height_ratios=[3.6 * nrows, 4.8])
-    axes = np.atleast_1d(sub[0].subplots(nrows, ncols)).ravel()
+    fig = new_figure(16, 3.6 * nrows + 5.4, layout=None)
+    sub = fig.subfigures(2, 1, height_ratios=[3.6 * nrows, 5.4])
+    axes = np.atleast_1d(sub[0].subplots(nrows, ncols, sharex=True, sharey=True)).ravel()
+    sub[0].subplots_adjust(left=0.05, right=0.98, bottom=0.06, top=0.86, wspace=0.12, hspace=0.25)
     plane = head_plane(geom)
     qp, kp = plane.project(tr.q), plane.project(tr.k)
     xlim, ylim = bounds(plane.project(geom.q), plane.project(geom.k))
@@ -101,16 +102,16 @@ def walk_attention_figure(tr: Trace, geom: Geometry):
         ax.set_xlim(xlim), ax.set_ylim(ylim)
         ax.set_title(f"query {rows[i]}", fontsize=8)
         ax.tick_params(labelsize=6)
-    sub[0].suptitle("(a) dot product of each query with the plane (green = high); keys red, masked grey",
-                    fontsize=9)
     b, c = sub[1].subplots(1, 2)
+    sub[1].subplots_adjust(left=0.05, right=0.98, bottom=0.1, top=0.88, wspace=0.12)
     heatmap(b, tr.scores, rows, rows, fmt="{:.1f}")
     b.set_title("(b) masked q . k", fontsize=9)
     b.set_xlabel("key", fontsize=8), b.set_ylabel("query", fontsize=8)
     heatmap(c, tr.pattern, rows, rows, cmap="Blues", symmetric=False, vmin=0, vmax=1)
     c.set_title("(c) attention softmax(q . k / sqrt(d_k))", fontsize=9)
     c.set_xlabel("key", fontsize=8)
-    fig.suptitle(f"Attention for {_seq_title(tr)} (Fig. 13)", fontsize=11)
+    fig.suptitle(f"Attention for {_seq_title(tr)} (Fig. 13)\n(a) dot product of each query (star) with the plane "
+                 "(green = high); keys red, masked keys grey", fontsize=10)
     return fig
 
 

@@ -149,18 +149,21 @@ def movie_figures(run_dir: Path, max_bytes: int = 8_000_000) -> list[ReportFigur
 
 
 def write_run_report(run_dir: str | Path, which: str | int = "best", full: bool = True, dpi: int = 90,
-                     figures: list[ReportFigure] | None = None, sequence: str | None = None) -> Path:
+                     figures: list[ReportFigure] | None = None, sequence: str | None = None, run=None) -> Path:
     """Write RUN/report.html and return its path.
 
     full: draw every applicable view (False: only the learning curve, for quick runs);
-    figures: already rendered view figures to use instead of drawing them again (``tinyscope viz``).
+    figures: already rendered view figures to use instead of drawing them again (``tinyscope viz``);
+    run: the run already in memory (``runner.Run``), instead of loading checkpoint ``which``.
     """
     from ..experiments.runner import load_run
     from ..interp.views import ViewContext
 
     run_dir = Path(run_dir)
     t0 = time.perf_counter()
-    run = load_run(run_dir, which)
+    run = run if run is not None else load_run(run_dir, which)
+    was_training = run.model.training
+    run.model.eval()
     ctx = ViewContext(run, sequence=sequence)
     if figures is None:
         figures = view_figures(ctx, None if full else ["03_learning_curve"], dpi=dpi)
@@ -179,6 +182,7 @@ def write_run_report(run_dir: str | Path, which: str | int = "best", full: bool 
     note = "" if full else "Quick report (smoke preset): `tinyscope viz RUN` draws every view into this page."
     page = render_html(f"{run.experiment.name} · {run_dir.name}", summary, results.get("metrics", {}),
                        record.get("config", {}), sections, note)
+    run.model.train(was_training)
     path = run_dir / "report.html"
     atomic_write_bytes(path, page.encode("utf-8"))
     path.chmod(0o644)
