@@ -141,7 +141,7 @@ def fitted_mlp(grammar_name: str, d_hidden: int, act: str, seed: int = 0, margin
     with torch.no_grad():
         for p in (*lin_in.parameters(), *lin_out.parameters()):
             p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * 0.3)
-    opt = torch.optim.Adam([*lin_in.parameters(), *lin_out.parameters()], lr=0.01)
+    opt = torch.optim.Adam([*lin_in.parameters(), *lin_out.parameters()], lr=0.1)
     onehot = torch.nn.functional.one_hot(Y, g.D).bool()
     for it in range(max_iters):
         z = lin_in(X)
@@ -149,7 +149,7 @@ def fitted_mlp(grammar_name: str, d_hidden: int, act: str, seed: int = 0, margin
         zc = z[:-1].gather(1, Y[:, None])  # (N, 1)
         other = z[:-1].masked_fill(onehot, -1e9).max(1, keepdim=True).values  # (N, 1)
         gaps = torch.cat([(zc - other).flatten(), zc.flatten(), -z[-1]])
-        if it % 50 == 0 and bool((gaps > margin).all()):
+        if bool((gaps > margin).all()):
             break
         loss = torch.nn.functional.softplus(2 * (2 * margin - gaps)).mean()
         opt.zero_grad()

@@ -282,6 +282,7 @@ class CircuitExperiment(Experiment):
         return {"train_step_exact": float(same.float().mean()), "train_loss_bce": float(circuit_bce(model, b, zero_rows=False)),
                 "pe_equal": float(cmp["pe_equal"])}
 
+    @torch.no_grad()
     def final_evaluation(self, cfg: CircuitRunConfig, task: LogicTask, model) -> dict:
         from ..constructions.circuit import compare_weights
 
@@ -331,6 +332,7 @@ class CircuitBaselineExperiment(CircuitExperiment):
         same = ((pred == b["targets"]) | ~b["loss_mask"]).all(-1)
         return {"train_step_exact": float(same.float().mean()), "train_loss_bce": float(baseline_ce(model, b))}
 
+    @torch.no_grad()
     def final_evaluation(self, cfg: BaselineRunConfig, task: LogicTask, model) -> dict:
         metrics = dict(self.evaluator(cfg, task)(model))
         accs = []

@@ -167,10 +167,7 @@ class CircuitTransformer(HookedModule):
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """One-hot rows; id D (BLANK) is the zero vector. (B, T) -> (B, T, D)"""
         D = self.cfg.D
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) > D):
-            raise ValueError(f"token ids must lie in [0, {D}] (id {D} is BLANK), "
-                             f"got [{int(tokens.min())}, {int(tokens.max())}]")
-        return F.one_hot(tokens.long(), D + 1)[..., :D].to(self.g_pe.dtype)
+        return F.one_hot(self._check_ids(tokens).long(), D + 1)[..., :D].to(self.g_pe.dtype)
 
     # ------------------------------------------------------------ stages
     def depth_encoding(self, x: torch.Tensor) -> torch.Tensor:
@@ -230,56 +227,98 @@ class CircuitTransformer(HookedModule):
         return torch.softmax(logits, -1) * torch.sigmoid(logits.max(-1, keepdim=True).values)  # (..., D)
 
     # ------------------------------------------------------------ one iteration
-    def step(self, x: torch.Tensor) -> StepOutput:
-        """One reduction iteration on the state ``x`` (B, T, D)."""
-        A = self.hook_depth(self.depth_encoding(x))  # (B, T, 2)
+    def step(self, x: torch.Tensor, A: torch.Tensor | None = None) -> StepOutput:
+        """One reduction iteration on the state ``x`` (B, T, D), dense over all positions."""
+        A = self.hook_depth(self.depth_encoding(x) if A is None else A)  # (B, T, 2)
         P = self.hook_mask(self.reduction_mask(A))  # (B, T)
         ids = self.hook_cluster(self.cluster_ids(P))  # (B, T)
         H = self.hook_attn(self.attend(x, ids) if self.use_fast else self.attend_reference(x, ids))  # (B, T, D)
-        training = torch.is_grad_enabled() and self.mlp_in.weight.requires_grad
-        if self.use_fast and not training:
-            logits = self._sparse_mlp_logits(H, P)  # (B, T, D)
-        else:
-            logits = self.mlp_logits(H)  # (B, T, D)
+        logits = self.mlp_logits(H)  # (B, T, D)
         y_soft = self.normalise_soft(logits)  # (B, T, D)
         Y = self.hook_mlp(_straight_through(gated_argmax(logits), y_soft))  # (B, T, D)
         Pd = P.unsqueeze(-1)  # (B, T, 1)
         return StepOutput(state=(1 - Pd) * x + Pd * Y, soft=(1 - Pd) * x + Pd * y_soft, depth=A, attn=H,
                           mlp_soft=y_soft)
 
-    def _sparse_mlp_logits(self, H: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
-        """MLP logits computed only on masked rows with H != 0 (others take MLP(0)). Inference only."""
-        base = self.mlp_logits(H.new_zeros(H.shape[-1]))  # (D,)
-        out = base.expand_as(H).clone()  # (B, T, D)
-        rows = (P > 0.5) & (H != 0).any(-1)  # (B, T)
-        if rows.any():
-            out[rows] = self.mlp_logits(H[rows])  # (N, D)
-        return out
-
     # ------------------------------------------------------------ the loop
     def run(self, tokens: torch.Tensor | None = None, x: torch.Tensor | None = None,
             max_iterations: int | None = None) -> RunOutput:
-        """Iterate until A = 0 (no parentheses) in every example, or the cap."""
+        """Iterate until A = 0 (no parentheses) in every example, or the cap.
+
+        The halting test is ``A != 0`` somewhere (the paper's sum A = 0: with the learned or
+        constructed G_PE both say "no parentheses remain"). Given token ids, without autograd and
+        without hooks on the attention or MLP, the loop takes the sparse path :meth:`_run_sparse`.
+        """
+        if x is None and self.use_fast and not torch.is_grad_enabled() \
+                and not (self.hook_attn.has_hooks or self.hook_mlp.has_hooks):
+            return self._run_sparse(self._check_ids(tokens), max_iterations)
         if x is None:
             x = self.embed(tokens)  # (B, T, D)
         B, T, _ = x.shape
         cap = max_iterations or self.cfg.max_iterations or T
         iterations = torch.zeros(B, dtype=torch.long, device=x.device)
-        active = self._has_parens(x)  # (B,)
-        for _ in range(cap):
-            if not bool(active.any()):
+        for it in range(cap + 1):
+            A = self.depth_encoding(x)  # (B, T, 2)
+            active = A.detach().abs().sum(dim=(1, 2)) > 0  # (B,)
+            if it == cap or not bool(active.any()):
                 break
-            out = self.step(x)
             gate = active.view(B, 1, 1).to(x.dtype)
-            x = gate * out.state + (1 - gate) * x  # (B, T, D)
+            x = gate * self.step(x, A).state + (1 - gate) * x  # (B, T, D)
             iterations = iterations + active.long()
-            active = self._has_parens(x)
         return RunOutput(readout=x.max(dim=1).values, state=x, iterations=iterations, halted=~active)
 
-    def _has_parens(self, x: torch.Tensor) -> torch.Tensor:
-        """The halting test: A != 0 somewhere (paper: sum A = 0 means no parentheses remain). (B,)"""
-        with torch.no_grad():
-            return self.depth_encoding(x).abs().sum(dim=(1, 2)) > 0
+    @torch.no_grad()
+    def _run_sparse(self, tokens: torch.Tensor, max_iterations: int | None = None) -> RunOutput:
+        """The inference fast path: the state kept as token ids (every row of a hard state is a
+        one-hot or the zero vector = BLANK), attention and MLP only on the N masked non-BLANK rows.
+
+        Per iteration: O(T) scalar work for A, P and the cluster ids, and O(N) for the per-cluster
+        sums ``S_c[v] = sum_j k_j 1[tok_j = v]`` (an ``index_put`` with accumulation), H and the
+        MLP. Masked BLANK rows have H = 0 and become ``gated_argmax(MLP(0))`` (BLANK for a working
+        model). Equal to the dense loop (tests/models/test_circuit.py).
+        """
+        D = self.cfg.D
+        state = tokens.long().clone()  # (B, T) ids; D = BLANK
+        B, T = state.shape
+        cap = max_iterations or self.cfg.max_iterations or T
+        pe = torch.cat([self.pe_values(), self.g_pe.new_zeros(1)])  # (D+1,)
+        wq, wk = (torch.cat([w, w.new_zeros(1, w.shape[1])]) for w in self.qk_values())  # (D+1, dh)
+        y0 = gated_argmax(self.mlp_logits(pe.new_zeros(D)))  # (D,)
+        blank_to = int(y0.argmax()) if bool(y0.any()) else D
+        iterations = torch.zeros(B, dtype=torch.long, device=state.device)
+        for it in range(cap + 1):
+            s = pe[state]  # (B, T)  X G_PE 1
+            a1 = s.cumsum(1)  # (B, T)
+            a2 = a1 - s - s.sum(1, keepdim=True)  # (B, T)  -(suffix sum from i)
+            A = self.hook_depth(torch.stack([a1, a2], dim=-1))  # (B, T, 2)
+            active = (A != 0).flatten(1).any(1)  # (B,)
+            if it == cap or not bool(active.any()):
+                break
+            P = self.hook_mask(self.reduction_mask(A))  # (B, T)
+            ids = self.hook_cluster(self.cluster_ids(P))  # (B, T)
+            masked = (ids > 0) & active.unsqueeze(1)  # (B, T)
+            filled = state != D  # (B, T)
+            if blank_to != D:
+                state[masked & ~filled] = blank_to
+            b_idx, t_idx = (masked & filled).nonzero(as_tuple=True)  # (N,), (N,)
+            if b_idx.numel():
+                tok = state[b_idx, t_idx]  # (N,)
+                C = int(ids.max()) + 1
+                gid = b_idx * C + ids[b_idx, t_idx]  # (N,) cluster ids unique over the batch
+                S = pe.new_zeros(B * C, D + 1, wk.shape[1]).index_put_((gid, tok), wk[tok], accumulate=True)
+                H = torch.einsum("nvd,nd->nv", S[gid, :D], wq[tok])  # (N, D)
+                top = self.mlp_logits(H).max(-1)  # (N,)
+                state[b_idx, t_idx] = torch.where(top.values > 0, top.indices, torch.full_like(top.indices, D))
+            iterations = iterations + active.long()
+        x = F.one_hot(state, D + 1)[..., :D].to(pe.dtype)  # (B, T, D)
+        return RunOutput(readout=x.max(dim=1).values, state=x, iterations=iterations, halted=~active)
+
+    def _check_ids(self, tokens: torch.Tensor) -> torch.Tensor:
+        D = self.cfg.D
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) > D):
+            raise ValueError(f"token ids must lie in [0, {D}] (id {D} is BLANK), "
+                             f"got [{int(tokens.min())}, {int(tokens.max())}]")
+        return tokens
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B, T) token ids -> (B, D) max-pooled final state (the answer's one-hot)."""
