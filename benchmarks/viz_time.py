@@ -24,6 +24,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", default=None, help="an existing run directory (default: train runs/bench-viz-200)")
     ap.add_argument("--dpi", type=int, default=110, help="PNG resolution of the views")
+    ap.add_argument("--mp4", action="store_true", help="also encode MP4s (when ffmpeg is available)")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -55,7 +56,7 @@ def main() -> None:
     mem_views = rss_mb()
 
     t1 = time.perf_counter()
-    written = render_movies(run, progress=False)
+    written = render_movies(run, mp4=args.mp4, progress=False)
     t_movies = time.perf_counter() - t1
     mem_movies = rss_mb()
     total = t_views + t_movies
