@@ -63,7 +63,7 @@ def cmd_viz(args) -> int:
     if not rendered:
         print(f"tinyscope: no view applies to {args.run}", file=sys.stderr)
     if not args.no_report and not args.only:
-        path = write_run_report(args.run, which, figures=rendered, sequence=args.sequence)
+        path = write_run_report(args.run, which, figures=rendered, sequence=args.sequence, run=run)
         print(f"tinyscope: report {path}", file=sys.stderr)
     return 0
 
