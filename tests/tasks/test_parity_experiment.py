@@ -63,3 +63,25 @@ def test_smoke_run_counts_samples_per_stage_and_resumes(tmp_path):
     resumed = run_experiment("parity-icot", "smoke", overrides=sets, out=part, resume=True, progress=False)
     for key in ("samples", "samples_stage_0", "samples_stage_1", "samples_stage_2", "test_acc"):
         assert resumed["metrics"][key] == m[key]
+
+
+def test_grow_depth_runs_each_stage_at_its_depth():
+    from tinyscope.experiments.parity import parity_model, skip_layers_hooks, stage_depth
+    from tinyscope.models.transformer import Transformer
+    from tinyscope.train.trainer import masked_next_token_loss
+
+    assert [stage_depth(8, r) for r in removal_schedule(8, "logicot")] == [1, 2, 3]
+    assert [stage_depth(8, r) for r in removal_schedule(8, "icot")] == [1, 2, 2, 2, 2, 3, 3]
+    assert stage_depth(16, removal_schedule(16, "direct")[0]) == 4
+    torch.manual_seed(0)
+    model = Transformer(parity_model(8, 8, d_model=16, n_heads=2, d_mlp=32))  # 3 layers
+    task = Parity(ParityConfig(n=8, k=8))
+    batch = task.sample(np.random.default_rng(0), 16).to_torch()
+    with model.hooks(skip_layers_hooks(3, 1)):
+        one_layer = model(batch["tokens"])
+        masked_next_token_loss(model, batch).backward()
+    direct = model.W_U(model.ln_final(model.blocks[0](model.embed(batch["tokens"]))))
+    assert torch.allclose(one_layer, direct)
+    assert model.blocks[0].attn.W_Q.weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in model.blocks[1:].parameters())
+    assert not torch.allclose(model(batch["tokens"]), one_layer)  # hooks are gone afterwards

@@ -26,9 +26,9 @@ import torch.nn.functional as F
 from ..errors import check, check_choice
 from ..models.parity_constrained import ConstrainedParityConfig, ConstrainedParityTransformer
 from ..models.transformer import Transformer, TransformerConfig
-from ..tasks.parity import CURRICULA, Parity, ParityConfig, encode, removal_schedule
+from ..tasks.parity import CURRICULA, Parity, ParityConfig, encode, node_levels, removal_schedule
 from ..train.curriculum import Curriculum, CurriculumConfig, CurriculumTask, Stage
-from ..train.trainer import TrainConfig
+from ..train.trainer import TrainConfig, masked_next_token_loss
 from .base import Experiment
 from .registry import register
 
@@ -53,6 +53,7 @@ class ParityRunConfig:
     seed: int = 0
     kind: str = "logicot"                                   # direct | cot | icot | logicot
     arch: Literal["transformer", "constrained"] = "transformer"
+    grow_depth: bool = True                                 # stage s trains only the layers it needs (see docs)
     task: ParityConfig = field(default_factory=ParityConfig)
     model: TransformerConfig = field(default_factory=lambda: parity_model(20, 8))
     constrained: ConstrainedParityConfig = field(default_factory=ConstrainedParityConfig)
@@ -135,6 +136,29 @@ def teacher_forced(model: torch.nn.Module, batch, chunk: int = 1024) -> tuple[fl
     return hits / total, loss / total
 
 
+def stage_depth(k: int, removed) -> int:
+    """Layers a stage needs: 1 + the highest tree level among its removed nodes (one layer per
+    absorbed level, and one to compute the next token from given tokens)."""
+    levels = node_levels(k)
+    return 1 + max((int(levels[j]) for j in removed), default=0)
+
+
+def skip_layers_hooks(n_layers: int, active: int) -> list:
+    """Forward hooks that turn blocks ``active .. n_layers-1`` into the identity (each returns its
+    input), so only the first ``active`` layers compute and receive gradient."""
+    stash: dict[int, torch.Tensor] = {}
+    hooks = []
+    for layer in range(active, n_layers):
+        def save(x, hook, layer=layer):
+            stash[layer] = x
+
+        def restore(x, hook, layer=layer):
+            return stash.pop(layer)
+
+        hooks += [(f"blocks.{layer}.hook_resid_pre", save), (f"blocks.{layer}.hook_resid_post", restore)]
+    return hooks
+
+
 def build_curriculum(cfg: ParityRunConfig) -> Curriculum:
     schedule = removal_schedule(cfg.task.k, cfg.kind)
     stages = [Stage(f"{cfg.kind}-{i}:removed={len(r)}", list(r)) for i, r in enumerate(schedule)]
@@ -162,6 +186,23 @@ class ParityExperiment(Experiment):
             return ConstrainedParityTransformer(cfg.constrained, n=cfg.task.n, k=cfg.task.k)
         return Transformer(cfg.model)
 
+    def stage_hooks(self, cfg: ParityRunConfig, removed) -> list:
+        """Hooks that run the model at the depth of the stage that removes ``removed`` (none unless
+        ``grow_depth``)."""
+        if not cfg.grow_depth or cfg.arch != "transformer":
+            return []
+        return skip_layers_hooks(cfg.model.n_layers, min(stage_depth(cfg.task.k, removed), cfg.model.n_layers))
+
+    def objective(self, cfg: ParityRunConfig, task: CurriculumTask):
+        if not cfg.grow_depth or cfg.arch != "transformer":
+            return None
+
+        def loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+            with getattr(model, "module", model).hooks(self.stage_hooks(cfg, task.curriculum.current.spec)):
+                return masked_next_token_loss(model, batch)
+
+        return loss
+
     def evaluator(self, cfg: ParityRunConfig, task: CurriculumTask):
         parity, curriculum = task.task, task.curriculum
         bits, nodes = parity.fixed("val")
@@ -170,10 +211,11 @@ class ParityExperiment(Experiment):
 
         def evaluate(model: torch.nn.Module) -> dict:
             removed = curriculum.current.spec
-            token_acc, val_loss = teacher_forced(model, encode(bits, nodes, parity.layout(removed)), chunk)
-            metrics = {"acc": answer_accuracy(model, parity, bits, nodes, removed, chunk),
-                       "token_acc": token_acc, "val_loss": val_loss,
-                       "single_pass_acc": answer_accuracy(model, parity, bits, nodes, final, chunk)}
+            with model.hooks(self.stage_hooks(cfg, removed)):
+                token_acc, val_loss = teacher_forced(model, encode(bits, nodes, parity.layout(removed)), chunk)
+                metrics = {"acc": answer_accuracy(model, parity, bits, nodes, removed, chunk),
+                           "token_acc": token_acc, "val_loss": val_loss,
+                           "single_pass_acc": answer_accuracy(model, parity, bits, nodes, final, chunk)}
             return metrics | curriculum.update(metrics)
 
         return evaluate
@@ -182,10 +224,11 @@ class ParityExperiment(Experiment):
         parity, curriculum = task.task, task.curriculum
         bits, nodes = parity.fixed("test")
         last = curriculum.stages[-1].spec
-        out = {"test_acc": answer_accuracy(model, parity, bits, nodes, last, cfg.eval.batch_size),
-               "test_single_pass_acc": answer_accuracy(model, parity, bits, nodes, removal_schedule(cfg.task.k, "direct")[0],
-                                                       cfg.eval.batch_size),
-               "n_stages": float(len(curriculum.stages))}
+        with model.hooks(self.stage_hooks(cfg, last)):  # the model as its last stage runs it
+            out = {"test_acc": answer_accuracy(model, parity, bits, nodes, last, cfg.eval.batch_size),
+                   "test_single_pass_acc": answer_accuracy(model, parity, bits, nodes,
+                                                           removal_schedule(cfg.task.k, "direct")[0], cfg.eval.batch_size),
+                   "n_stages": float(len(curriculum.stages))}
         if curriculum.step:  # the training process's curriculum (absent when a run is re-evaluated)
             out |= {"stages_reached": float(curriculum.stage + 1), "curriculum_done": float(curriculum.done),
                     "samples": float(curriculum.samples)}

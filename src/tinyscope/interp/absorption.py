@@ -127,16 +127,23 @@ def stage_end_steps(metrics: list[dict], available: list[int]) -> dict[int, int]
 
 def absorption_over_stages(run, n_examples: int = 512, probes: bool = True) -> list[dict]:
     """Per stage of a parity run: attention patterns, the level-mass table and the probe table,
-    all in the final (all-blank) layout, for the model at the end of the stage."""
+    all in the final (all-blank) layout, for the model at the end of the stage, run at that stage's
+    depth (``grow_depth`` runs skip the layers a stage did not train: their rows are NaN)."""
     task = run.task.task if hasattr(run.task, "curriculum") else run.task
+    stage_hooks = getattr(run.experiment, "stage_hooks", None)
     out = []
     for stage, step in stage_end_steps(run.metrics(), run.checkpoint_steps()).items():
         model = run.load_step(step)
-        patterns = attention_patterns(model, task, n_examples=n_examples)
-        mass, groups = level_mass(patterns, task)
-        entry = {"stage": stage, "step": step, "patterns": patterns, "mass": mass, "groups": groups}
-        if probes:
-            entry["probe"], entry["probe_rows"] = probe_table(model, task)
+        hooks = stage_hooks(run.cfg, run.task.curriculum.stages[stage].spec) if stage_hooks else []
+        active = len(model.blocks) - len(hooks) // 2
+        with model.hooks(hooks):
+            patterns = attention_patterns(model, task, n_examples=n_examples)
+            mass, groups = level_mass(patterns, task)
+            mass[active:] = np.nan
+            entry = {"stage": stage, "step": step, "patterns": patterns, "mass": mass, "groups": groups,
+                     "active_layers": active}
+            if probes:
+                entry["probe"], entry["probe_rows"] = probe_table(model, task)
         out.append(entry)
     return out
 
@@ -160,7 +167,8 @@ def plot_attention_by_stage(stages: list[dict], task: Parity):
                 first = n + int(np.flatnonzero(task.node_level == lvl)[0])
                 ax.axvline(first - 0.5, color="red", lw=0.8)
                 ax.axhline(first - 0.5, color="red", lw=0.8)
-            ax.set_title(f"stage {entry['stage']} (step {entry['step']}) · layer {layer + 1}", fontsize=8)
+            skipped = " (not trained yet)" if layer >= entry.get("active_layers", L) else ""
+            ax.set_title(f"stage {entry['stage']} (step {entry['step']}) · layer {layer + 1}{skipped}", fontsize=8)
             ax.tick_params(labelsize=6)
             if layer == 0:
                 ax.set_ylabel("query (slot position)", fontsize=7)
