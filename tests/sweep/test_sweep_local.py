@@ -40,7 +40,7 @@ def test_2x2x2_sweep_with_two_jobs_completes_and_is_indexed(tmp_path):
     assert len(rows) == 8 and {r["status"] for r in rows} == {"done"}
     for r in rows:
         results = json.loads((tmp_path / r["path"] / "results.json").read_text())
-        assert r["steps"] == 40 and r["tokens"] == 40 * 32 * 8 and r["attempts"] == 1
+        assert r["steps"] == 40 and r["tokens"] == 40 * 32 * 8 and r["attempts"] == 1 and r["cpu_time"] > 0
         assert json.loads(r["metrics"])["rule_error"] == results["metrics"]["rule_error"]
         assert r["rule_error"] == results["metrics"]["rule_error"]
     again = run_sweep(spec, tmp_path, jobs=2, progress=False)  # nothing left to do

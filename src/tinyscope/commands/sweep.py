@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import sys
 
 
@@ -69,8 +70,17 @@ def cmd_sweep(args) -> int:
     n = len(spec.expand())
     print(f"tinyscope: sweep of {exp.name} ({args.preset}): {n} runs, {args.jobs} at a time, "
           f"backend {args.backend}, into {out}", file=sys.stderr)
-    result = run_sweep(spec, out, jobs=args.jobs, backend=args.backend, address=args.address,
-                       threads=args.threads, progress=not args.no_progress)
+    def stop(signum, frame):  # `kill` stops the runs cleanly, like Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        result = run_sweep(spec, out, jobs=args.jobs, backend=args.backend, address=args.address,
+                           threads=args.threads, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print("tinyscope: sweep interrupted; the same command continues it (complete runs are skipped, "
+              "interrupted ones resume from their last checkpoint)", file=sys.stderr)
+        return 130
     print(f"tinyscope: {result.done} run(s) finished, {result.skipped} already complete, "
           f"{len(result.failed)} failed, in {result.wall_time:.1f} s", file=sys.stderr)
     for path, err in result.failed:

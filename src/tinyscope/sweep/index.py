@@ -4,7 +4,8 @@ folder of runs, updated by the sweep as runs start and finish, queried by ``tiny
 Columns: path (relative to the index's folder), experiment, preset, seed, setting (JSON of the
 config keys that differ from the preset), overrides (JSON list as given), status
 (pending | running | done | failed | incomplete), error, started, finished (Unix time),
-wall_time (s), steps, selected_step, tokens, eval_fingerprint, metrics (JSON), attempts.
+wall_time (s), steps, selected_step, tokens, eval_fingerprint, metrics (JSON), attempts,
+cpu_time (CPU seconds of the run's process, sweeps only).
 
 Queries run on a read-only connection against a view with one column per metric and per
 setting key, so ``--where "rule_error < 0.1 AND seed = 42"`` or ``--where '"train.lr" = 0.003'``
@@ -39,9 +40,11 @@ CREATE TABLE IF NOT EXISTS runs (
     tokens INTEGER,
     eval_fingerprint TEXT,
     metrics TEXT NOT NULL DEFAULT '{}',
-    attempts INTEGER NOT NULL DEFAULT 0
+    attempts INTEGER NOT NULL DEFAULT 0,
+    cpu_time REAL
 )
 """
+ADDED_COLUMNS = {"cpu_time": "REAL"}  # columns newer than the first schema, added to old indexes
 BASE_COLUMNS = ["path", "experiment", "preset", "seed", "setting", "status", "wall_time", "steps", "tokens"]
 INDEX_NAME = "index.sqlite"
 
@@ -76,6 +79,10 @@ class RunIndex:
             self.folder.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=30)
             self.db.execute(SCHEMA)
+            have = {d[1] for d in self.db.execute("PRAGMA table_info(runs)")}
+            for col, kind in ADDED_COLUMNS.items():
+                if col not in have:
+                    self.db.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
             self.db.commit()
         self.db.row_factory = sqlite3.Row
 

@@ -4,11 +4,13 @@ Processes come from a fork server that has already imported torch and every expe
 (``multiprocessing`` "forkserver" with a preload), so a run starts in milliseconds, yet no
 process inherits the sweep's threads or state. Each child holds the read end of a pipe whose
 write end only the sweep holds: if the sweep is killed, even with SIGKILL, the pipe closes
-and the child exits, so a rerun never races a leftover process.
+and the child exits, so a rerun never races a leftover process. With several GPUs, each run
+sees one (CUDA_VISIBLE_DEVICES), the least busy at its start.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from collections import deque
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -23,6 +25,15 @@ def context() -> mp.context.BaseContext:
         ctx.set_forkserver_preload(["tinyscope.sweep.worker"])
         return ctx
     return mp.get_context("spawn")
+
+
+def visible_gpus() -> list[str]:
+    """CUDA device ids the runs may use (respecting CUDA_VISIBLE_DEVICES); [] without CUDA."""
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return (listed or [str(i) for i in range(n)])[:n]
 
 
 def prestart() -> None:
@@ -46,10 +57,14 @@ def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
     ctx = context()
     pending: deque[Job] = deque(jobs)
     running: dict[int, tuple[Any, Job, Any]] = {}
+    gpus = visible_gpus()
     try:
         while pending or running:
             while pending and len(running) < n_jobs:
                 job = pending.popleft()
+                if gpus:  # spread concurrent runs over the GPUs: the least used one
+                    used = [j.get("gpu") for _, j, _ in running.values()]
+                    job = {**job, "gpu": min(gpus, key=used.count)}
                 (Path(job["run_dir"]) / "error.txt").unlink(missing_ok=True)
                 reader, writer = ctx.Pipe(duplex=False)
                 proc = ctx.Process(target=worker.child_main, args=(job, reader), daemon=True,

@@ -6,6 +6,7 @@ preloads it starts each run without paying for those imports again.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -26,15 +27,37 @@ from .index import row_from_record
 
 
 def _warm_up() -> None:
-    """Import what a first training step imports lazily (torch._dynamo, torch.distributed, ...:
-    ~800 modules, seconds of a run's start) so that forked runs inherit it."""
+    """Import what a first run imports lazily (torch._dynamo and torch.distributed at the first
+    optimizer step, matplotlib and PIL for RUN/report.html: ~1000 modules, seconds per run) so
+    that forked runs inherit it."""
     import torch.distributed  # noqa: F401
 
-    try:  # the single-run report that run_experiment writes at the end
-        import tinyscope.report.run_report  # noqa: F401
-    except ImportError:
-        pass
+    import importlib
+    import pkgutil
 
+    import tinyscope.interp
+
+    # the single-run report that run_experiment writes at the end, and the views it draws
+    names = ["tinyscope.report.run_report", "PIL.ImageDraw", "PIL.ImageFont"]
+    names += [f"tinyscope.interp.{m.name}" for m in pkgutil.iter_modules(tinyscope.interp.__path__)]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module that fails here fails again, visibly, in the run
+            pass
+
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()  # fonts, PIL and the PNG writer: what RUN/report.html needs
+    ax.plot([0, 1], [0, 1], label="x")
+    ax.legend()
+    fig.savefig(io.BytesIO(), format="png")
+    plt.close(fig)
     layer = torch.nn.Linear(2, 2)
     opt = torch.optim.AdamW(layer.parameters(), lr=1e-3)
     layer(torch.zeros(1, 2)).sum().backward()
@@ -76,15 +99,28 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
     run_dir = Path(job["run_dir"])
     if job.get("threads"):
         limit_threads(int(job["threads"]))
+    if job.get("gpu") is not None:  # before CUDA is first used in this process
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(job["gpu"])
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "error.txt").unlink(missing_ok=True)
     atomic_write_json(run_dir / "sweep_job.json", {"spec": spec.to_dict(), "setting": dict(spec.grid)})
     _reset_unstarted(run_dir)
+    cpu0 = _cpu_seconds()
     try:
         run_experiment(spec.experiment, spec.preset, spec.seed, spec.overrides, run_dir, resume=True, progress=False)
     except Exception:  # noqa: BLE001 - a failed run must not stop the sweep; its error is kept
         (run_dir / "error.txt").write_text(traceback.format_exc())
+    atomic_write_json(run_dir / "sweep_job.json", {"spec": spec.to_dict(), "setting": dict(spec.grid),
+                                                   "cpu_time": round(_cpu_seconds() - cpu0, 3)})
     return outcome(run_dir)
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (all its threads)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def outcome(run_dir: Path, exitcode: int | None = None) -> dict[str, Any]:
@@ -94,6 +130,9 @@ def outcome(run_dir: Path, exitcode: int | None = None) -> dict[str, Any]:
         row = row_from_record(read_run(run_dir))
     else:
         row = {"status": "incomplete"}
+    job_file = run_dir / "sweep_job.json"
+    if job_file.exists():
+        row["cpu_time"] = json.loads(job_file.read_text()).get("cpu_time")
     if row["status"] == "incomplete":
         cause = f"exit code {exitcode}" if exitcode is not None else "no results"
         if exitcode is not None and exitcode < 0:
