@@ -116,6 +116,9 @@ def lm_metrics(model: torch.nn.Module, tokens: torch.Tensor, targets: torch.Tens
     """Held-out loss, and for the licensing language the accuracy at each kind of slot.
 
     ``licensed_acc``: top-1 accuracy where the target is a licensed word (than, by, nor);
+    ``licensed_acc_bayes``: the Bayes-optimal ceiling of that accuracy (when the gap is empty the
+    licensor is followed by its word with probability 1/(max_gap+1) only, and ``,`` is likelier,
+    so only slots after a gap's closing comma are predictable);
     ``licensed_pair_acc``: how often the licensed word outscores the default ``and`` there;
     ``acc_<word>``: top-1 accuracy per slot kind; ``and_acc``: at unlicensed twins' slots.
     """
@@ -123,6 +126,7 @@ def lm_metrics(model: torch.nn.Module, tokens: torch.Tensor, targets: torch.Tens
     total, n = 0.0, 0
     correct: dict[int, list[torch.Tensor]] = {k: [] for k in SLOT_KINDS}
     pair: list[torch.Tensor] = []
+    after_gap: list[torch.Tensor] = []
     for i in range(0, len(tokens), chunk):
         logits = model(tokens[i:i + chunk].to(device)).float().cpu()  # (b, T, V)
         tgt = targets[i:i + chunk]  # (b, T)
@@ -135,6 +139,7 @@ def lm_metrics(model: torch.nn.Module, tokens: torch.Tensor, targets: torch.Tens
         for k in SLOT_KINDS:
             correct[k].append((pred[s == k] == tgt[s == k]).float())
         lic = (s >= 1) & (s <= 3)
+        after_gap.append((tokens[i:i + chunk][lic] == ID[","]).float())
         pair.append((logits[lic].gather(1, tgt[lic, None])[:, 0] > logits[lic][:, ID["and"]]).float())
     out = {"val_loss": total / n, "val_bits_per_token": total / n / math.log(2)}
     if slot is not None:
@@ -143,6 +148,7 @@ def lm_metrics(model: torch.nn.Module, tokens: torch.Tensor, targets: torch.Tens
             out[f"acc_{word}"] = float(c.mean()) if len(c) else float("nan")
         lic = torch.cat([torch.cat(correct[k]) for k in (1, 2, 3)])
         out["licensed_acc"] = float(lic.mean()) if len(lic) else float("nan")
+        out["licensed_acc_bayes"] = float(torch.cat(after_gap).mean()) if len(lic) else float("nan")
         p = torch.cat(pair)
         out["licensed_pair_acc"] = float(p.mean()) if len(p) else float("nan")
         out["and_acc"] = out.pop("acc_and")
