@@ -44,7 +44,8 @@ def main() -> None:
                                            resume=(out / "config.json").exists(), progress=False)
         print(f"{name}: {json.dumps(results[name]['metrics'])}", flush=True)
     base = results.get("gelu", {}).get("metrics", {}).get("val_loss")
-    keys = ["val_loss", "licensed_acc", "licensed_acc_bayes", "licensed_pair_acc", "acc_than", "acc_by", "acc_nor", "acc_or", "and_acc"]
+    keys = ["val_loss", "licensed_acc", "licensed_acc_bayes", "licensed_pair_acc", "acc_than", "acc_by", "acc_nor",
+            "acc_or", "and_acc"]
     if "nc+quant" in results:
         qdir = Path(args.out) / f"ncffn-lm-{args.preset}-nc-quant-s{args.seed}"
         run = load_run(qdir)
