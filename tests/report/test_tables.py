@@ -108,3 +108,15 @@ def test_layout_row_order_labels_and_defaults(tmp_path, make_run):
     desc = TableLayout(name="desc", caption="", experiments=("plus-last-even",),
                        rows=(Key("wd", "train.weight_decay", descending=True),), metrics=(Metric("a", "acc@32"),))
     assert [row[0] for row in desc.build(runs).rows] == ["0.1", "0.0"]
+
+
+def test_report_draws_length_curves_with_the_experiments_ood_boundary(tmp_path, make_run):
+    from tinyscope.report.sweep_report import _ood_above, build_report
+
+    for seed in (42, 43):
+        make_run(tmp_path / f"s{seed}", seed, {"acc@8": 0.99, "acc@16": 0.98, "acc@32": 0.5 + seed / 1000},
+                 experiment="tracerelay-dyck")
+    runs = load_records(tmp_path)
+    assert _ood_above(runs) == 16.0  # the smoke preset's largest eval.id_lengths
+    rep = build_report(tmp_path)
+    assert [f.name for f in rep.files if f.suffix == ".png"] == ["tracerelay-dyck-acc.png"]

@@ -109,18 +109,24 @@ def _write(folder: Path, stem: str, table: Table, files: list[Path]) -> None:
 
 
 def _ood_above(records: Sequence[RunRecord]) -> float | None:
-    """The longest training length, if the experiment says (optional ``max_train_length(cfg)``)."""
+    """The longest in-distribution length: the experiment's optional ``max_train_length(cfg)``,
+    else the largest of a config list named ``*.id_lengths`` (TraceRelay's convention)."""
     from ..experiments.runner import read_config
 
     bounds = set()
     for r in records:
+        fn = None
         try:
             exp, _, cfg = read_config(r.path)
+            fn = getattr(exp, "max_train_length", None)
         except TinyscopeError:
-            continue
-        fn = getattr(exp, "max_train_length", None)
+            pass
         if callable(fn) and fn(cfg) is not None:
             bounds.add(float(fn(cfg)))
+            continue
+        for k, v in r.config.items():
+            if k.endswith("id_lengths") and isinstance(v, list) and v:
+                bounds.add(float(max(v)))
     return min(bounds) if bounds else None
 
 
