@@ -20,7 +20,8 @@ Learnable parameters (the paper's counts 280 / 924 / 4416): G_PE as D logits, te
 logits, binarised by ``sigmoid > 0.5`` with the sigmoid's gradient; the MLP D -> h -> D with
 biases, quadratic (h = 2D) or ReLU (h = 8D) hidden units. The gated normalisation thresholds the
 MLP output to {0, 1}: the one-hot of the largest logit, gated off (zero vector) when no logit is
-positive; backward it takes the gradient of ``sigmoid(z)`` (``norm_surrogate``). A per-dimension
+positive; backward it takes the gradient of ``sigmoid(z)`` or of ``softmax(z) sigmoid(max z)``
+(``norm_surrogate``). A per-dimension
 threshold 1[z > 0] cannot be exact for arithmetic: no quadratic function of the bag of tokens
 separates "result 0" (or 6) from the rest for + and * together (an LP shows it infeasible), while
 the argmax form is feasible at the paper's width 28.
@@ -50,6 +51,10 @@ GRAMMAR_SHAPES = {  # grammar -> (D, d_head, activation); d_head = 1 operand dim
     "arithmetic": (14, 3, "quadratic"),
     "listops": (16, 5, "relu"),
 }
+# Backward surrogate of the gated normalisation that trains reliably per grammar (docs/circuit.md):
+# Boolean's per-dimension lookup is separable and learns with sigmoid; arithmetic's is not (only
+# the argmax form is exact) and learns with the softmax surrogate.
+NORM_SURROGATE = {"boolean": "sigmoid", "arithmetic": "softmax", "listops": "softmax"}
 
 
 @dataclass
@@ -62,7 +67,8 @@ class CircuitConfig:
     act: Literal["quadratic", "relu"] | None = None
     pe_threshold: float = 0.5                 # G_PE ternarisation threshold
     mask_temperature: float = 1.0             # straight-through surrogate of the hardmax mask
-    norm_surrogate: Literal["sigmoid", "softmax"] = "sigmoid"  # backward of the gated normalisation
+    norm_surrogate: Literal["sigmoid", "softmax"] | None = None  # backward of the gated normalisation;
+                                                                  # None = NORM_SURROGATE[grammar]
     init_std: float = 0.1                     # "small and random": starts near the thresholds
     max_iterations: int = 0                   # safety cap on the loop; 0 = sequence length
 
@@ -80,6 +86,8 @@ class CircuitConfig:
         check(self.d_hidden >= 1, f"model.d_hidden={self.d_hidden} must be >= 1")
         check(self.pe_threshold > 0, f"model.pe_threshold={self.pe_threshold} must be > 0")
         check(self.mask_temperature > 0, f"model.mask_temperature={self.mask_temperature} must be > 0")
+        if self.norm_surrogate is None:
+            self.norm_surrogate = NORM_SURROGATE[self.grammar]
         check_choice("model.norm_surrogate", self.norm_surrogate, ("sigmoid", "softmax"))
         check(self.init_std >= 0, f"model.init_std={self.init_std} must be >= 0")
         check(self.max_iterations >= 0, f"model.max_iterations={self.max_iterations} must be >= 0")
