@@ -214,9 +214,12 @@ class QKMovie(_Movie):
         self.k = _Panel(self.canvas, ax, labels, KEY_COLOR, *lim["qk"], "queries (blue) and keys (red)", xl, yl)
         self.plane = planes["qk"]
 
-    def update(self, snap: Snapshot, land=None) -> None:
+    def move_points(self, snap: Snapshot) -> None:
         self.q.move(self.plane.project(snap.geom.q))
         self.k.move(self.plane.project(snap.geom.k))
+
+    def update(self, snap: Snapshot, land=None) -> None:
+        self.move_points(snap)
         self.caption(f"Query / key space   {snap.caption}")
 
 
@@ -241,7 +244,7 @@ class QKAttentionMovie(QKMovie):
         self.cells = (ii, jj, np.stack([jj, ii], -1).astype(float))
 
     def update(self, snap: Snapshot, land=None) -> None:
-        super().update(snap)
+        self.move_points(snap)
         A = snap.trace.pattern
         self.im.set_data(A)
         ii, jj, xy = self.cells

@@ -39,9 +39,18 @@ def _skip_sub_blocks(data: bytes, i: int) -> int:
 
 
 def make_palette(*frames: np.ndarray, colors: int = 256) -> Image.Image:
-    """A palette image (mode P) fitted to sample frames, e.g. a movie's first and last."""
-    stacked = np.concatenate([np.ascontiguousarray(f[..., :3]) for f in frames], 0)
-    return Image.fromarray(stacked, "RGB").quantize(colors=colors, method=Image.Quantize.FASTOCTREE)
+    """A palette image (mode P) of the ``colors`` most frequent exact colours of sample frames
+    (e.g. a movie's first and last). Plots are mostly flat colours, so white stays white and
+    each token keeps its colour; anti-aliased edges map to their nearest entry."""
+    pixels = np.concatenate([np.ascontiguousarray(f[..., :3]).reshape(-1, 3) for f in frames], 0).astype(np.int64)
+    key = (pixels[:, 0] << 16) | (pixels[:, 1] << 8) | pixels[:, 2]  # (N,)
+    values, counts = np.unique(key, return_counts=True)
+    top = values[np.argsort(-counts, kind="stable")[:colors]]
+    table = np.stack([(top >> 16) & 255, (top >> 8) & 255, top & 255], -1).astype(np.uint8)  # (K, 3)
+    table = np.concatenate([table, np.repeat(table[:1], colors - len(table), 0)]) if len(table) < colors else table
+    palette = Image.new("P", (1, 1))
+    palette.putpalette(table.ravel().tolist())
+    return palette
 
 
 def gif_image_block(frame: np.ndarray, palette: Image.Image | None = None) -> tuple[bytes, int, int]:
