@@ -31,8 +31,9 @@ window.addEventListener('load', function () {
   document.body.innerHTML = '<pre>' + '%s' + JSON.stringify(out) + '</pre>';
 });
 </script>""" % MARKER
-EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//|<script[^>]+src=|<link\b""",
-                      re.IGNORECASE)
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//"""   # src="http://..." or "//host/..."
+                      r"""|url\(\s*["']?\s*(?:https?:)?//"""               # CSS url(http://...)
+                      r"""|<script[^>]+src=|<link\b""", re.IGNORECASE)
 
 
 def find_chromium() -> str | None:

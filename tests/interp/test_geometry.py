@@ -61,7 +61,8 @@ def test_output_probs_equal_the_forward_pass_on_real_residuals(model):
     tokens = torch.randint(0, 12, (16, 8), generator=torch.Generator().manual_seed(1))
     logits, cache = model.run_with_cache(tokens, names_filter="blocks.0.hook_resid_mid")
     z = cache["resid_mid", 0].reshape(-1, 2).numpy()  # (128, 2)
-    np.testing.assert_allclose(output_probs(model, z), torch.softmax(logits, -1).reshape(-1, 12).detach().numpy(), atol=1e-5)
+    expected = torch.softmax(logits, -1).reshape(-1, 12).detach().numpy()  # (128, 12)
+    np.testing.assert_allclose(output_probs(model, z), expected, atol=1e-5)
 
 
 def test_walkthrough_attention_equals_the_cached_pattern(model):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .geometry import Geometry, Landscape, bounds, fit_plane, head_plane, landscape, residual_plane
+from .geometry import Geometry, Landscape, bounds, fit_plane, head_plane, landscape, residual_plane, subscript
 from .plotting import (KEY_COLOR, MASKED_COLOR, QUERY_COLOR, VALUE_COLOR, TextLabels, heatmap, labelled_points,
                        matrix_inset, new_figure, set_plane_axes, token_cmap, token_colors)
 
@@ -108,16 +108,16 @@ def qk_space_figure(geom: Geometry, token: str | None = None, position: int | No
     set_plane_axes(top, plane, "", "joint query (blue) / key (red) space")
     bg = dot_background(plane, geom.q[a, t], xlim, ylim)
     im = bottom.imshow(bg, origin="lower", extent=(*xlim, *ylim), cmap="Greens", aspect="auto", zorder=0)
-    fig.colorbar(im, ax=bottom, shrink=0.7, label=f"q({geom.labels[a]}{t}) . k")
+    fig.colorbar(im, ax=bottom, shrink=0.7, label=f"q({geom.labels[a]}{subscript(t)}) . k")
     live = np.zeros((geom.V, geom.T), dtype=bool)
     live[:, :t] = True
     k_lab = np.array(labels).reshape(geom.V, geom.T)
     labelled_points(bottom, kp[~live], list(k_lab[~live]), MASKED_COLOR, size=10, fontsize=5.5)
     labelled_points(bottom, kp[live], list(k_lab[live]), KEY_COLOR, size=12, fontsize=6)
     bottom.scatter(*qp[a, t], s=80, c=QUERY_COLOR, marker="*", zorder=5)
-    bottom.text(*qp[a, t], f"  q {geom.labels[a]}{t}", color=QUERY_COLOR, fontsize=9, zorder=5)
+    bottom.text(*qp[a, t], f"  q {geom.labels[a]}{subscript(t)}", color=QUERY_COLOR, fontsize=9, zorder=5)
     bottom.set_xlim(xlim), bottom.set_ylim(ylim)
-    set_plane_axes(bottom, plane, "", f"focused query {geom.labels[a]}{t}: keys at positions >= {t} greyed")
+    set_plane_axes(bottom, plane, "", f"focused query {geom.labels[a]}{subscript(t)}: keys at positions >= {t} greyed")
     fig.suptitle("Query-key geometry (Fig. 7)", fontsize=11)
     return fig
 

@@ -281,7 +281,8 @@ def render_movies(run, out_dir: str | Path | None = None, only: list[str] | None
     snaps = []
     for step in tqdm(steps, desc="geometry", **bar):
         model = run.load_step(step)
-        snaps.append(Snapshot(step, all_points(model, labels), trace_sequence(model, seq, labels), _caption(step, evals)))
+        snaps.append(Snapshot(step, all_points(model, labels), trace_sequence(model, seq, labels),
+                              _caption(step, evals)))
     planes = _planes(snaps[-1].geom)
     lim = _limits(snaps, planes)
     first = snaps[0].geom
