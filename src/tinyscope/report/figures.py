@@ -57,12 +57,20 @@ def plot_length_curves(summaries: Sequence[SettingSummary], family: str, labels:
         es = [0.0 if math.isnan(s.sd) else s.sd * scale for _, s in pts]
         n = min(s.n for _, s in pts)
         ax.errorbar(xs, ys, yerr=es, marker="o", ms=4, capsize=3, lw=1.5, label=f"{label} (n={n})")
-    if lengths and min(lengths) > 0 and max(lengths) / min(lengths) >= 8:
+    xs = sorted(lengths)
+    log = bool(xs) and xs[0] > 0 and (xs[-1] / xs[0] >= 8 or (len(xs) >= 3 and all(x & (x - 1) == 0 for x in xs)))
+    if log:
         ax.set_xscale("log", base=2)
-    if ood_above is not None and lengths and max(lengths) > ood_above:
-        lo = min(lengths)
-        right = max(lengths) * (1.3 if ax.get_xscale() == "log" else 1.0) + (0 if ax.get_xscale() == "log" else 0.05 * (max(lengths) - lo))
-        ax.axvspan(ood_above, right, color="0.85", zorder=0, label=f"OOD (> {ood_above:g})")
+    if xs:
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.minorticks_off()
+    if ood_above is not None and xs and xs[-1] > ood_above:
+        inside = [x for x in xs if x <= ood_above]
+        first_out = min(x for x in xs if x > ood_above)
+        # the shading starts halfway (in the axis' own scale) between the last ID and the first OOD length
+        start = (math.sqrt(inside[-1] * first_out) if log else (inside[-1] + first_out) / 2) if inside else ood_above
+        right = xs[-1] * 1.25 if log else xs[-1] + 0.05 * (xs[-1] - xs[0])
+        ax.axvspan(start, right, color="0.88", zorder=0, label=f"OOD (> {ood_above:g})")
         ax.set_xlim(right=right)
     ax.set_xlabel("evaluation length")
     ax.set_ylabel(ylabel or family)
