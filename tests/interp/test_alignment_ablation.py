@@ -67,3 +67,23 @@ def test_isolated_row_ablation_equals_one_forward_per_query():
     simultaneous = model.run_with_hooks(x, fwd_hooks=[("blocks.0.attn.hook_pattern",
                                                        zero_and_renormalize(batch, pos, keys))])
     assert not torch.allclose(simultaneous[0, 10], fast[0, 10], atol=1e-6)  # the isolation matters
+
+
+def test_dropping_scores_equals_zeroing_the_pattern_and_survives_underflow():
+    from tinyscope.interp.ablation import drop_keys
+
+    model, x = two_layer(2), torch.randint(0, 5, (2, 12), generator=torch.Generator().manual_seed(4))
+    batch, pos = np.array([0, 1]), np.array([9, 11])
+    keys = np.zeros((2, 12), dtype=bool)
+    keys[0, [2, 5, 9]] = True
+    keys[1, :6] = True
+    a = model.run_with_hooks(x, fwd_hooks=[("blocks.1.attn.hook_pattern", zero_and_renormalize(batch, pos, keys))])
+    b = model.run_with_hooks(x, fwd_hooks=[("blocks.1.attn.hook_attn_scores", drop_keys(batch, pos, keys))])
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    inf = float("-inf")
+    scores = torch.tensor([[[[0.0, inf, inf], [0.0, 0.0, inf], [5e3, -5e3, 0.0]]]])  # (1, 1, 3, 3), causal
+    keep_first = np.array([[True, False, False]])
+    out = torch.softmax(drop_keys(np.array([0]), np.array([0]), keep_first)(scores), -1)
+    torch.testing.assert_close(out[0, 0, 0], torch.softmax(scores[0, 0, 0], -1))  # nothing left: unchanged
+    out = torch.softmax(drop_keys(np.array([0]), np.array([2]), keep_first)(scores), -1)
+    torch.testing.assert_close(out[0, 0, 2], torch.tensor([0.0, 0.0, 1.0]))  # pattern would underflow to 0

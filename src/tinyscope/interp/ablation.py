@@ -5,6 +5,11 @@ to zero and renormalize the row to sum to 1 (per head; a row whose mass would va
 it was). It is returned as a ``hook_pattern`` function, so it applies to any HookedModule whose
 attention exposes that hook.
 
+``drop_keys``: the same intervention applied to the pre-softmax scores (``hook_attn_scores``):
+the dropped keys get -inf, and the softmax renormalizes over the rest. The two agree wherever
+the remaining weights are representable; the score form stays exact when they underflow (sharp
+compiled heads put e^-400 on every other key), so the analysis uses it.
+
 ``isolated_rows_logits`` makes a Layer-1 intervention act on *one query row at a time*, as the
 paper's protocol reads, in two forward passes for all queries together: since the row of query n
 changes only the residual at n, the Layer-2 attention of query n sees clean keys and values at
@@ -48,6 +53,24 @@ def clean_keys_values(model, tokens: torch.Tensor, last_layer: int) -> tuple[tor
     pre = f"blocks.{last_layer}.attn."
     _, clean = model.run_with_cache(tokens, names_filter=[pre + "hook_k", pre + "hook_v"])
     return clean[pre + "hook_k"], clean[pre + "hook_v"]  # (B, T, H, Dh) each
+
+
+def drop_keys(batch: np.ndarray, pos: np.ndarray, keys: np.ndarray) -> Callable:
+    """Hook for ``hook_attn_scores`` (B, H, T, T): -inf on ``keys`` (Q, T) in rows (batch[i], pos[i]);
+    a row whose every visible key would be dropped is left unchanged."""
+    b = torch.as_tensor(batch)
+    n = torch.as_tensor(pos)
+    drop = torch.as_tensor(keys)
+
+    def hook(scores: torch.Tensor, hook=None) -> torch.Tensor:
+        out = scores.clone()
+        rows = out[b, :, n]  # (Q, H, T)
+        masked = rows.masked_fill(drop[:, None, :], float("-inf"))
+        empty = torch.isinf(masked).all(-1, keepdim=True) & (masked < 0).all(-1, keepdim=True)
+        out[b, :, n] = torch.where(empty, rows, masked)
+        return out
+
+    return hook
 
 
 def isolated_rows_logits(model, tokens: torch.Tensor, ablate_hooks: list, last_layer: int,

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from ..errors import TinyscopeError
 from ..tasks.cellular.bayes import stream_predictive
-from .ablation import clean_keys_values, isolated_rows_logits, zero_and_renormalize
+from .ablation import clean_keys_values, drop_keys, isolated_rows_logits
 from .alignment import attention_mass, summarize
 from .ca_sets import QuerySets, query_sets, random_subsets
 from .probes import balanced_indices, config_probe, group_folds, soft_probe
@@ -66,6 +66,9 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
     unknown = [a for a in cfg.only if a not in ANALYSES]
     if unknown:
         raise TinyscopeError(f"unknown analysis {unknown[0]!r}; choose from {', '.join(ANALYSES)}")
+    if getattr(model, "prepends_star", False):
+        raise TinyscopeError("this compiled circuit prepends the auxiliary star token (stochastic rules); "
+                             "analyze a deterministic circuit or a trained run")
     if len(getattr(model, "blocks", [])) != 2:
         raise TinyscopeError("the gather-and-match analysis expects a 2-layer model")
     layout, V, T0 = task.layout, task.lattice.V, task.cfg.T0
@@ -153,23 +156,23 @@ def _keep_points(sets: QuerySets, per_traj: int, rng: np.random.Generator) -> np
 
 def _ablation_chunk(model, tokens, sets: QuerySets, V: int, cfg: AnalysisConfig, rng, logits, correct, unchanged):
     """TF cell accuracy of one chunk under each condition of App. I.6."""
-    l1, l2 = "blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"
+    l1, l2 = "blocks.0.attn.hook_attn_scores", "blocks.1.attn.hook_attn_scores"
     correct["none"].append(_state_accuracy(logits, sets, V))
     kv = clean_keys_values(model, tokens, last_layer=1)
-    hook = zero_and_renormalize(sets.batch, sets.pos, sets.routing)
+    hook = drop_keys(sets.batch, sets.pos, sets.routing)
     correct["L1 routing"].append(_state_accuracy(isolated_rows_logits(model, tokens, [(l1, hook)], 1, kv), sets, V))
     correct["L2 matched"].append(_state_accuracy(
-        model.run_with_hooks(tokens, fwd_hooks=[(l2, zero_and_renormalize(sets.batch, sets.pos, sets.matching))]), sets, V))
+        model.run_with_hooks(tokens, fwd_hooks=[(l2, drop_keys(sets.batch, sets.pos, sets.matching))]), sets, V))
     l1_runs, l2_runs = [], []
     for _ in range(cfg.control_seeds):
         mask, ok = random_subsets(sets.routing_pool, sets.routing.sum(1), rng)
         unchanged["L1 random"] += int((~ok).sum())
-        hook = zero_and_renormalize(sets.batch, sets.pos, mask)
+        hook = drop_keys(sets.batch, sets.pos, mask)
         l1_runs.append(_state_accuracy(isolated_rows_logits(model, tokens, [(l1, hook)], 1, kv), sets, V))
         mask, ok = random_subsets(sets.matching_pool, sets.matching.sum(1), rng)
         unchanged["L2 random"] += int((~ok).sum())
         l2_runs.append(_state_accuracy(
-            model.run_with_hooks(tokens, fwd_hooks=[(l2, zero_and_renormalize(sets.batch, sets.pos, mask))]), sets, V))
+            model.run_with_hooks(tokens, fwd_hooks=[(l2, drop_keys(sets.batch, sets.pos, mask))]), sets, V))
     correct["L1 random"].append(np.mean(l1_runs, axis=0))
     correct["L2 random"].append(np.mean(l2_runs, axis=0))
 

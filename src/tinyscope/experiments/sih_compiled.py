@@ -1,0 +1,138 @@
+"""Compiled spatial-induction circuits as runs: ``sih-compiled-{eca,v3,vn2d}-{det,stoch}``.
+
+Nothing is trained: the model's weights are set by Construction I and the Layer-2 matching head
+(:mod:`tinyscope.constructions.spatial`). ``tinyscope construct`` writes the run directory, after
+which ``tinyscope eval`` and (for deterministic circuits) ``tinyscope analyze`` work as on a
+trained run. The reported distribution is the Layer-2 output block B4 (App. H.2's readout).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError, check, check_choice
+from ..tasks.cellular import CellularConfig, CellularTask
+from ..train.trainer import TrainConfig
+from .base import Experiment
+from .registry import register
+from .sih import SETTINGS, SihEvalConfig, task_config
+
+
+@dataclass
+class ConstructionConfig:
+    construction: str = "I"
+    kappa: float = 0.01            # KL budget of Theorem 9 (stochastic rules)
+    alpha: float = 1.0             # Dirichlet pseudocount (stochastic rules)
+    Lambda: float | None = None    # Layer-1 logit scale; None = the recipe of App. H.7
+    beta: float | None = None      # Layer-2 scale; None = the recipe of App. H.7
+    readout_scale: float = 10.0
+
+    def __post_init__(self):
+        check_choice("construction.construction", self.construction, ("I",))
+        check(0 < self.kappa <= 1, f"construction.kappa={self.kappa} must lie in (0, 1]")
+        check(self.alpha > 0, f"construction.alpha={self.alpha} must be > 0")
+        check(self.Lambda is None or self.Lambda > 0, f"construction.Lambda={self.Lambda} must be > 0")
+        check(self.beta is None or self.beta > 0, f"construction.beta={self.beta} must be > 0")
+
+
+@dataclass
+class CompiledRunConfig:
+    seed: int = 0
+    task: CellularConfig = field(default_factory=CellularConfig)
+    construction: ConstructionConfig = field(default_factory=ConstructionConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=1))
+    eval: SihEvalConfig = field(default_factory=SihEvalConfig)
+
+
+def kl_rows(q: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """KL(q || p) along the last axis, with 0 log 0 = 0."""
+    safe_q = np.where(q > 0, q, 1.0)
+    return np.where(q > 0, q * (np.log(safe_q) - np.log(np.clip(p, 1e-300, None))), 0.0).sum(-1)
+
+
+def compile_circuit(cfg: CompiledRunConfig, task: CellularTask):
+    from ..constructions.spatial import construction_one
+
+    c = cfg.construction
+    return construction_one(task.layout, stochastic=task.stochastic, kappa=c.kappa, alpha=c.alpha, Lambda=c.Lambda,
+                            beta=c.beta, readout_scale=c.readout_scale)
+
+
+class CompiledSihExperiment(Experiment):
+    paper = "000"
+    trainable = False
+
+    def __init__(self, setting: str, regime: str):
+        self.setting, self.regime = setting, regime
+        self.name = f"sih-compiled-{setting}-{regime}"
+        self.description = f"spatial induction heads compiled by Construction I ({setting}, {regime}); not trained"
+        self.config_cls = CompiledRunConfig
+        self.presets = {"paper": lambda: CompiledRunConfig(task=task_config(setting, regime, n_val=64, n_test=256))}
+
+    def build_task(self, cfg: CompiledRunConfig) -> CellularTask:
+        return CellularTask(cfg.task)
+
+    def build_model(self, cfg: CompiledRunConfig, task: CellularTask) -> torch.nn.Module:
+        from ..constructions.spatial import StarPrepended
+
+        circuit = compile_circuit(cfg, task)
+        return StarPrepended(circuit.model, task.layout.V + 2) if circuit.star else circuit.model
+
+    def evaluator(self, cfg: CompiledRunConfig, task: CellularTask):
+        return lambda model: self.final_evaluation(cfg, task, model)
+
+    def final_evaluation(self, cfg: CompiledRunConfig, task: CellularTask, model: torch.nn.Module) -> dict:
+        """TF metrics of the Layer-2 output B4 on the fixed coverage-filtered test set, with the
+        largest KL to the Bayes posterior over resolvable scored cells (alpha of the config for
+        stochastic rules, alpha = 0 for deterministic ones)."""
+        from ..evaluate.ca_metrics import teacher_forced_metrics
+        from ..tasks.cellular import stream_predictive
+
+        circuit = compile_circuit(cfg, task)
+        circuit.model.load_state_dict((model.inner if hasattr(model, "inner") else model).state_dict())
+        test = task.eval_set("test")
+        probs = torch.cat([circuit.predictive(test.tokens[i:i + 64]) for i in range(0, len(test), 64)]).double()
+        V = task.layout.V
+        logits = torch.full((*probs.shape[:2], V + 2), -1e9, dtype=torch.float64)
+        logits[..., :V] = torch.log(probs.clamp_min(1e-300))
+        out = teacher_forced_metrics(logits, task.layout, test.meta["traj"], test.targets, test.loss_mask,
+                                     test.meta["tables"], task.stochastic)
+        alpha = cfg.construction.alpha if task.stochastic else 0.0  # deterministic: the lookup of Cor. D.4
+        q, resolvable = stream_predictive(task.layout, test.meta["traj"], alpha=alpha)
+        scored = test.loss_mask & resolvable
+        kl = kl_rows(q, probs.numpy())[scored]
+        out.update(max_kl_bayes=float(kl.max()) if kl.size else 0.0, resolvable_frac=float(scored.sum() / test.loss_mask.sum()))
+        return {f"test_{k}": float(v) for k, v in out.items()}
+
+
+for _setting in SETTINGS:
+    for _regime in ("det", "stoch"):
+        register(CompiledSihExperiment(_setting, _regime))
+
+
+def write_compiled_run(setting: str, regime: str, out, overrides: list[str] | None = None) -> dict:
+    """Compile, save and evaluate a circuit into run directory ``out``; returns results.json."""
+    from pathlib import Path
+
+    from ..train import checkpoint as ckpt
+    from . import registry
+    from .runner import _config_record, build
+
+    exp = registry.get(f"sih-compiled-{setting}-{regime}")
+    cfg = exp.config("paper", None, overrides)
+    out = Path(out)
+    if (out / "config.json").exists():
+        raise ConfigError(f"{out} already holds a run; choose another --out")
+    task, model = build(exp, cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt.atomic_write_json(out / "config.json", _config_record(exp, "paper", cfg))
+    ckpt.save_model(out / "checkpoints" / "best.safetensors", model, step=0)
+    circuit = compile_circuit(cfg, task)
+    results = {"experiment": exp.name, "preset": "paper", "seed": cfg.seed, "steps": 0, "selected_step": 0,
+               "construction": circuit.describe(), "metrics": exp.final_evaluation(cfg, task, model),
+               "eval_fingerprint": exp.eval_fingerprint(cfg, task),
+               "n_parameters": sum(p.numel() for p in model.parameters())}
+    ckpt.atomic_write_json(out / "results.json", results)
+    return results
