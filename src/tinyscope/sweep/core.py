@@ -133,6 +133,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
             counts["running"] -= 1
             if row["status"] == "done":
                 result.done += 1
+                log.info("[%d/%d] done %s (%d running, %d failed)", result.skipped + result.done + len(result.failed),
+                         len(runs), rel, counts["running"], counts["failed"])
             else:
                 counts["failed"] += 1
                 result.failed.append((rel, first_line(row.get("error"))))
