@@ -80,6 +80,17 @@ class CompiledSihExperiment(Experiment):
         circuit = compile_circuit(cfg, task)
         return StarPrepended(circuit.model, task.layout.V + 2) if circuit.star else circuit.model
 
+    def figures(self, run) -> dict:
+        from ..constructions.figures import kl_vs_beta_figure, widths_table_figure
+
+        res = run.results
+        figs = {}
+        if res.get("grid_independence"):
+            figs["grid_independence"] = widths_table_figure(res["grid_independence"])
+        if res.get("kl_vs_beta"):
+            figs["kl_vs_beta"] = kl_vs_beta_figure(res["kl_vs_beta"])
+        return figs
+
     def evaluator(self, cfg: CompiledRunConfig, task: CellularTask):
         return lambda model: self.final_evaluation(cfg, task, model)
 
@@ -134,5 +145,33 @@ def write_compiled_run(setting: str, regime: str, out, overrides: list[str] | No
                "construction": circuit.describe(), "metrics": exp.final_evaluation(cfg, task, model),
                "eval_fingerprint": exp.eval_fingerprint(cfg, task),
                "n_parameters": sum(p.numel() for p in model.parameters())}
+    results["grid_independence"] = grid_independence(setting, cfg)
+    if task.stochastic:
+        from ..constructions.figures import kl_vs_beta
+
+        ev = task.eval_set("test").select(slice(0, 16))
+        results["kl_vs_beta"] = kl_vs_beta(task, ev)
     ckpt.atomic_write_json(out / "results.json", results)
     return results
+
+
+GRIDS = {"eca": ([16], [64], [256]), "v3": ([16], [64], [256]), "vn2d": ([6, 6], [8, 8], [12, 12])}
+
+
+def grid_independence(setting: str, cfg: CompiledRunConfig) -> list[dict]:
+    """Construction I on growing grids (deterministic rules, T = 4, T0 = 3): widths and accuracy."""
+    from ..constructions.spatial import construction_one
+    from ..tasks.cellular import stream_predictive
+
+    rows = []
+    for grid in GRIDS[setting]:
+        task = CellularTask(task_config(setting, "det", grid=grid, T=4, T0=3, holdout=[], n_val=1, n_test=2))
+        c = construction_one(task.layout, readout_scale=cfg.construction.readout_scale)
+        ev = task.eval_set("test")
+        pred = c.model(torch.from_numpy(ev.tokens))[..., :task.lattice.V].argmax(-1).numpy()
+        _, resolvable = stream_predictive(task.layout, ev.meta["traj"])
+        scored = ev.loss_mask & resolvable
+        s = c.sizes()
+        rows.append({"grid": "x".join(map(str, grid)), "volume": task.lattice.volume, "d_p": s["d_p"],
+                     "d_model": s["d_model"], "Lambda": s["Lambda"], "acc": float((pred == ev.targets)[scored].mean())})
+    return rows

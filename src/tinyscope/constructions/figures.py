@@ -1,0 +1,58 @@
+"""Figures of the compiled circuits: measured KL to the Bayes posterior against Theorem 9's
+budget as the Layer-2 scale beta grows, and positional width against grid size (Lemma 6)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..tasks.cellular import CellularTask, stream_predictive
+from .spatial import circuit_parameters, construction_one
+
+
+def max_kl(task: CellularTask, batch, **kw) -> float:
+    """Largest KL(Bayes || B4) over resolvable scored cells of ``batch`` (float64 model)."""
+    c = construction_one(task.layout, **kw)
+    c.model.double()
+    out = c.predictive(batch.tokens).numpy()
+    q, resolvable = stream_predictive(task.layout, batch.meta["traj"], alpha=kw.get("alpha", 1.0))
+    kl = (q * (np.log(q) - np.log(out))).sum(-1)[batch.loss_mask & resolvable]
+    return float(kl.max())
+
+
+def kl_vs_beta(task: CellularTask, batch, kappas=(1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001)) -> dict:
+    """For each budget kappa: the recipe's beta and Lambda, and the measured largest KL."""
+    rows = []
+    for kappa in kappas:
+        p = circuit_parameters(task.layout, True, kappa=kappa)
+        rows.append({"kappa": kappa, "beta": p.beta, "Lambda": p.Lambda,
+                     "max_kl": max_kl(task, batch, stochastic=True, kappa=kappa)})
+    return {"rows": rows}
+
+
+def kl_vs_beta_figure(data: dict):
+    import matplotlib.pyplot as plt
+
+    rows = data["rows"]
+    beta = [r["beta"] for r in rows]
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    ax.semilogy(beta, [r["kappa"] for r in rows], "k--o", ms=3, label="budget kappa (Theorem 9)")
+    ax.semilogy(beta, [max(r["max_kl"], 1e-16) for r in rows], "o-", color="tab:red", label="measured max KL(Bayes || B4)")
+    ax.set_xlabel("Layer-2 scale beta (recipe of App. H.7)")
+    ax.set_ylabel("KL")
+    ax.legend(fontsize=8)
+    ax.set_title("compiled circuit vs the Bayes posterior", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def widths_table_figure(rows: list[dict]):
+    """A table figure: grid, |G|, d_p, d_model, Lambda, accuracy."""
+    import matplotlib.pyplot as plt
+
+    cols = ["grid", "|G|", "d_p", "d_model", "Lambda", "TF cell acc"]
+    fig, ax = plt.subplots(figsize=(6, 0.4 + 0.3 * len(rows)))
+    ax.axis("off")
+    cells = [[r["grid"], r["volume"], r["d_p"], r["d_model"], f"{r['Lambda']:.0f}", f"{r['acc']:.4f}"] for r in rows]
+    ax.table(cellText=cells, colLabels=cols, loc="center")
+    ax.set_title("positional width against grid size (Lemma 6)", fontsize=10)
+    fig.tight_layout()
+    return fig
