@@ -34,6 +34,7 @@ from ..tasks.logic import Grammar, grammar as get_grammar
 
 LOGIT = 6.0  # |logit| of binary weights: sigmoid(6) = 0.998, well clear of the 0.5 threshold
 GATE = 40.0  # ListOps: larger than any integer argument a gated-off unit could reach
+OUT_SCALE = 8.0  # output logits +-8 instead of +-1: the same circuit, confident soft surrogates (BCE ~ 0)
 
 
 def routing_matrices(g: Grammar) -> tuple[np.ndarray, np.ndarray]:
@@ -183,8 +184,8 @@ def construct(name: str | Grammar) -> CircuitTransformer:
         model.w_k.copy_(torch.tensor(LOGIT * (2 * wk - 1)))
         model.mlp_in.weight.copy_(torch.tensor(w_in))
         model.mlp_in.bias.copy_(torch.tensor(b_in))
-        model.mlp_out.weight.copy_(torch.tensor(w_out))
-        model.mlp_out.bias.copy_(torch.tensor(b_out))
+        model.mlp_out.weight.copy_(OUT_SCALE * torch.tensor(w_out))
+        model.mlp_out.bias.copy_(OUT_SCALE * torch.tensor(b_out))
     return model.eval()
 
 
