@@ -66,7 +66,7 @@ class KleeneRunConfig:
 def _four_domain_train(**kw) -> TrainConfig:
     base = dict(lr=1e-3, weight_decay=0.01, schedule="cosine", grad_clip=1.0, select_metric="test_acc",
                 select_mode="max", stop_metric="converged", stop_threshold=1.0, stop_mode="max",
-                stop_consecutive=2, checkpoint_every=0, keep_checkpoints=False)
+                stop_consecutive=2, checkpoint_every=0)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -81,14 +81,14 @@ KLEENE_PRESETS = {
     "cpu": lambda: KleeneRunConfig(
         task=KleeneConfig(n_test=20_000),
         train=_four_domain_train(steps=6000, batch_size=256, lr=1e-3, min_lr_ratio=0.01, eval_every=300,
-                                 log_every=50, threads=1),
+                                 log_every=50, checkpoint_every=600, threads=1),
         eval=KleeneEvalConfig(n_check_per_rule=1000, n_final_per_rule=10_000, n_probe=20_000)),
     # Table 1: 2M records split 80/20, batch 4096, 200 epochs of 391 steps, cosine to 1e-5, a
     # Kleene check every 5 epochs (the paper's timing used every 20).
     "paper": lambda: KleeneRunConfig(
         task=KleeneConfig(n_train=1_600_000, n_test=400_000),
         train=_four_domain_train(steps=200 * 391, batch_size=4096, lr=1e-3, min_lr_ratio=0.01,
-                                 eval_every=5 * 391, log_every=391),
+                                 eval_every=5 * 391, log_every=391, checkpoint_every=20 * 391),
         eval=KleeneEvalConfig(n_check_per_rule=10_000, probes=True)),
 }
 
@@ -212,7 +212,7 @@ class ChainRunConfig:
 def _chain_train(**kw) -> TrainConfig:
     base = dict(lr=1e-3, weight_decay=0.01, schedule="cosine", grad_clip=1.0, select_metric="step_acc",
                 select_mode="max", stop_metric="step_acc", stop_threshold=0.999, stop_mode="max",
-                checkpoint_every=0, keep_checkpoints=False)
+                checkpoint_every=0)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -226,13 +226,14 @@ CHAIN_PRESETS = {
     "cpu": lambda: ChainRunConfig(
         task=KleeneConfig(variant="chain", n_test=20_000),
         train=_chain_train(steps=2000, batch_size=256, lr=1e-3, min_lr_ratio=0.01, eval_every=250, log_every=50,
-                           threads=1),
+                           checkpoint_every=500, threads=1),
         chain=ChainProtocolConfig(p2_steps=300, p3_steps=150, p3_batch=128, n_eval_chains=1000)),
     # Sec. 1.6: phase 1 on 2M records, batch 4096, 150 epochs (489 steps each), stop at 99.9%;
     # phase 2: 500k 5-step chains, at most 50 epochs; phase 3: 50 epochs at 3e-4.
     "paper": lambda: ChainRunConfig(
         task=KleeneConfig(variant="chain", n_train=2_000_000, n_test=100_000),
-        train=_chain_train(steps=150 * 489, batch_size=4096, eval_every=489, log_every=489),
+        train=_chain_train(steps=150 * 489, batch_size=4096, eval_every=489, log_every=489,
+                           checkpoint_every=10 * 489),
         chain=ChainProtocolConfig(p2_steps=50 * 123, p2_batch=4096, p3_steps=50 * 123, p3_batch=4096)),
 }
 
