@@ -476,11 +476,16 @@ class ExpressionSet:
 
 
 def expression_set(g: Grammar, exprs: Sequence[Expr]) -> ExpressionSet:
-    seqs = [encode(g, e) for e in exprs]
+    """Encode, reduce and evaluate each distinct expression once (balanced sets repeat many)."""
+    index: dict = {}
+    inverse = np.array([index.setdefault(e, len(index)) for e in exprs], dtype=np.int64)
+    unique = list(index)
+    seqs = [encode(g, e) for e in unique]
     tokens, lengths = pad_batch(g, seqs)
     targets, _ = pad_batch(g, [reduce_once(g, s) for s in seqs])
-    return ExpressionSet(tokens, targets, lengths, np.array([evaluate(g, e) for e in exprs], dtype=np.int64),
-                         np.array([depth(e) for e in exprs], dtype=np.int64))
+    values = np.array([evaluate(g, e) for e in unique], dtype=np.int64)
+    depths = np.array([depth(e) for e in unique], dtype=np.int64)
+    return ExpressionSet(tokens[inverse], targets[inverse], lengths[inverse], values[inverse], depths[inverse])
 
 
 def step_of(rng: np.random.Generator) -> tuple[int, int]:
