@@ -58,6 +58,25 @@ def row_from_record(rec: RunRecord) -> dict[str, Any]:
             "metrics": json.dumps(rec.metrics, sort_keys=True)}
 
 
+def run_dir_row(run_dir: Path, exitcode: int | None = None) -> dict[str, Any]:
+    """The index row of a finished job, read from its directory; a process that died without
+    writing results.json or error.txt is a failure with its exit code."""
+    if (run_dir / "config.json").exists():
+        row = row_from_record(read_run(run_dir))
+    else:
+        row = {"status": "incomplete"}
+    job_file = run_dir / "sweep_job.json"
+    if job_file.exists():
+        row["cpu_time"] = json.loads(job_file.read_text()).get("cpu_time")
+    if row["status"] == "incomplete":
+        cause = f"exit code {exitcode}" if exitcode is not None else "no results"
+        if exitcode is not None and exitcode < 0:
+            cause = f"killed by signal {-exitcode}"
+        row["status"] = "failed"
+        row["error"] = f"the run's process ended ({cause}) before writing results.json or error.txt"
+    return row
+
+
 def first_line(error: str | None) -> str:
     """The last non-empty line of a traceback (the exception), for one-line displays."""
     lines = [ln for ln in (error or "").splitlines() if ln.strip()]

@@ -19,6 +19,14 @@ from typing import Any, Callable
 Job = dict[str, Any]
 
 
+def child_main(job: Job, ctl) -> None:
+    """Target of a run's process. Defined here, importing the heavy worker module only in the
+    child (where the fork server has preloaded it), so the sweep itself never imports it."""
+    from .worker import run_child
+
+    run_child(job, ctl)
+
+
 def context() -> mp.context.BaseContext:
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
@@ -52,7 +60,7 @@ def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
 
     On an exception (KeyboardInterrupt included) the running processes are stopped before it
     propagates; their runs resume from their last checkpoint next time."""
-    from . import worker
+    from .index import run_dir_row
 
     ctx = context()
     pending: deque[Job] = deque(jobs)
@@ -67,7 +75,7 @@ def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
                     job = {**job, "gpu": min(gpus, key=used.count)}
                 (Path(job["run_dir"]) / "error.txt").unlink(missing_ok=True)
                 reader, writer = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=worker.child_main, args=(job, reader), daemon=True,
+                proc = ctx.Process(target=child_main, args=(job, reader), daemon=True,
                                    name=f"tinyscope-run-{job['spec']['setting']}-s{job['spec']['seed']}")
                 proc.start()
                 reader.close()
@@ -77,7 +85,7 @@ def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
                 proc, job, writer = running.pop(sentinel)
                 proc.join()
                 writer.close()
-                on_finish(job, worker.outcome(Path(job["run_dir"]), proc.exitcode))
+                on_finish(job, run_dir_row(Path(job["run_dir"]), proc.exitcode))
     finally:
         for proc, _, writer in running.values():
             proc.terminate()
