@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from tinyscope.constructions.addressing import offset_form, offset_scores, positional_table
+from tinyscope.constructions.addressing import (isolating_kernel, kernel_features, kernel_form, offset_form,
+                                                offset_scores, positional_table)
+from tinyscope.constructions.shared_head import construction_two
 from tinyscope.constructions.colorings import is_admissible, periodic_coloring
 from tinyscope.constructions.spatial import construction_one, table8
 from tinyscope.experiments.sih import task_config
@@ -47,6 +49,42 @@ def test_the_bilinear_form_realizes_the_kernels():
         for delta in lat.routing_set():
             np.testing.assert_allclose(P @ offset_form(layout, delta, 0.7) @ P.T, offset_scores(layout, delta, 0.7),
                                        atol=1e-12)
+
+
+def test_isolating_kernels_and_their_bilinear_form():
+    for lat in (elementary(16), von_neumann(6, 6), von_neumann(5, 7)):
+        U = lat.routing_set()
+        omegas, a, b, gamma = isolating_kernel(lat.shape, U)
+        cells = np.array(list(np.ndindex(*lat.shape)))
+        feats = kernel_features(cells, omegas, lat.shape)  # (|G|, 2m)
+        scores = feats[0] @ kernel_form(a, b) @ feats.T  # g(x - 0) for every x
+        phases = 2 * np.pi * (cells[:, None, :] * omegas[None] / np.asarray(lat.shape)).sum(-1)
+        np.testing.assert_allclose(scores, (a * np.cos(phases) + b * np.sin(phases)).sum(-1), atol=1e-12)
+        in_U = np.array([tuple(c) in {tuple(np.mod(u, lat.shape)) for u in U} for c in cells])
+        assert scores[in_U].min() - scores[~in_U].max() == pytest.approx(gamma) and gamma > 0
+
+
+@pytest.mark.parametrize("name", ["eca", "v3", "vn2d"])
+def test_construction_two_is_exact_and_has_the_table_8_widths(name):
+    cfg = SETTINGS[name]
+    task, batch = covered(cfg, 4)
+    c = construction_two(task.layout)
+    row = table8(task.layout)["II"]
+    s = c.sizes()
+    assert (s["colors"], s["d_mlp"], s["B3_agg_width"]) == (row["colors"], row["d_mlp_bound"], row["B3_agg_width"])
+    assert c.model.cfg.d_mlp[0] == row["d_mlp_bound"] and c.model.cfg.n_heads == [1, 1]
+    c.model.double()
+    out = c.predictive(batch.tokens).numpy()
+    _, resolvable = stream_predictive(task.layout, batch.meta["traj"])
+    scored = batch.loss_mask & resolvable
+    assert (out.argmax(-1) == batch.targets)[scored].all()
+    stoch = task_config(name, "stoch")
+    task, batch = covered(stoch, 2)
+    q, resolvable = stream_predictive(task.layout, batch.meta["traj"], alpha=1.0)
+    c = construction_two(task.layout, stochastic=True, kappa=0.01)
+    c.model.double()
+    out = c.predictive(batch.tokens).numpy()
+    assert (q * (np.log(q) - np.log(out))).sum(-1)[batch.loss_mask & resolvable].max() <= 0.01
 
 
 def covered(cfg, n, seed=0):
@@ -103,5 +141,9 @@ def test_construct_cli_writes_a_run_that_eval_reads(tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", str(out)]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"]["test_tf_cell_acc"] == 1.0
-    assert main(["construct", "eca", "--construction", "II", "--out", str(tmp_path / "d")]) == 2
+    capsys.readouterr()
+    assert main(["construct", "eca", "--construction", "II", "--grid", "8", "--T", "5", "--T0", "3",
+                 "--out", str(tmp_path / "d")]) == 0
+    assert json.loads((tmp_path / "d" / "results.json").read_text())["metrics"]["test_tf_cell_acc"] == 1.0
+    assert main(["construct", "eca", "--out", str(out)]) == 2  # never overwrites a run
     assert main(["run", "sih-compiled-eca-det"]) == 2

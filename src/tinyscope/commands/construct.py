@@ -1,5 +1,5 @@
 """``tinyscope construct SETTING``: write a run directory whose model is a compiled spatial
-induction head (Construction I + the Layer-2 matching head), evaluated against the Bayes posterior."""
+induction head (Construction I or II + the Layer-2 matching head), evaluated against the Bayes posterior."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,8 @@ import sys
 def register(sub) -> None:
     p = sub.add_parser("construct", help="compile a spatial-induction circuit into a run directory (no training)")
     p.add_argument("setting", choices=["eca", "v3", "vn2d"])
-    p.add_argument("--construction", default="I", help="I (Dedicated heads, Theorem G.9)")
+    p.add_argument("--construction", choices=["I", "II"], default="I",
+                   help="I: Dedicated heads (Theorem G.9); II: Shared head + MLP decoding (Theorem G.10)")
     p.add_argument("--rules", choices=["det", "stoch"], default="det")
     p.add_argument("--grid", type=int, nargs="+", default=None, help="torus sides, e.g. --grid 64 or --grid 10 10")
     p.add_argument("--T", type=int, default=None, help="time steps")
@@ -23,19 +24,15 @@ def register(sub) -> None:
 
 
 def cmd_construct(args) -> int:
-    from ..errors import ConfigError
     from ..experiments.sih_compiled import write_compiled_run
 
-    if args.construction != "I":
-        raise ConfigError(f"--construction {args.construction}: only Construction I (Dedicated heads) is compiled; "
-                          f"Construction II (Shared head + MLP decoding) is not implemented yet")
-    sets = list(args.overrides)
+    sets = [f"construction.construction={args.construction}"] + list(args.overrides)
     for key, value in (("task.grid", args.grid), ("task.T", args.T), ("task.T0", args.T0),
                        ("construction.beta", args.beta), ("construction.Lambda", args.Lambda),
                        ("construction.kappa", args.kappa)):
         if value is not None:
             sets.insert(0, f"{key}={','.join(map(str, value)) if isinstance(value, list) else value}")
-    out = args.out or f"runs/sih-compiled-{args.setting}-{args.rules}"
+    out = args.out or f"runs/sih-compiled-{args.setting}-{args.rules}-{args.construction}"
     results = write_compiled_run(args.setting, args.rules, out, sets)
     print(json.dumps({"sizes": results["construction"]["sizes"], "metrics": results["metrics"]}, indent=2))
     print(f"tinyscope: compiled circuit written to {out}", file=sys.stderr)

@@ -79,3 +79,56 @@ def offset_scores(layout: Layout, delta: tuple[int, ...], lam: float) -> np.ndar
         g += np.cos(2 * np.pi * (kappa[None, :, j] - kappa[:, None, j] - delta[j]) / W)
     h = np.cos(2 * np.pi * (tau[:, None] - tau[None, :] - 1) / layout.T)
     return g + lam * h
+
+
+def isolating_kernel(shape: tuple[int, ...], U: list[tuple[int, ...]], max_degree: int | None = None):
+    """A real trigonometric polynomial g on the torus that isolates the offset set U with the
+    largest margin among those of the lowest axis degree that works (Def. E.2, Lemma E.3):
+
+        g(x) = sum_{omega} a_omega cos(phi_omega(x)) + b_omega sin(phi_omega(x)),
+        omega in {c e_j : 1 <= c <= degree},  |a|, |b| <= 1,
+
+    found by a linear program maximizing min_U g - max_{not U} g. Returns (omegas (m, d) ints,
+    a (m,), b (m,), gamma). Raises ValueError when no axis polynomial up to ``max_degree`` isolates U.
+    """
+    from scipy.optimize import linprog
+
+    d = len(shape)
+    cells = np.array(list(np.ndindex(*shape)))  # (|G|, d)
+    in_U = np.zeros(len(cells), dtype=bool)
+    Uset = {tuple(int(a) % w for a, w in zip(u, shape)) for u in U}
+    for i, c in enumerate(cells):
+        in_U[i] = tuple(c) in Uset
+    top = max_degree or max(1, len(Uset))
+    for degree in range(1, top + 1):
+        omegas = np.array([[c if j == axis else 0 for j in range(d)]
+                           for axis in range(d) for c in range(1, degree + 1) if 2 * c <= shape[axis]])
+        phases = 2 * np.pi * (cells[:, None, :] * omegas[None] / np.asarray(shape)).sum(-1)  # (|G|, m)
+        feats = np.concatenate([np.cos(phases), np.sin(phases)], axis=1)  # (|G|, 2m)
+        diff = feats[in_U][:, None, :] - feats[~in_U][None, :, :]  # (|U|, rest, 2m)
+        m2 = feats.shape[1]
+        # maximize gamma s.t. gamma - (f_u - f_x) . coef <= 0, coef in [-1, 1]
+        A = np.concatenate([-diff.reshape(-1, m2), np.ones((diff.shape[0] * diff.shape[1], 1))], axis=1)
+        res = linprog(c=np.r_[np.zeros(m2), -1.0], A_ub=A, b_ub=np.zeros(len(A)),
+                      bounds=[(-1, 1)] * m2 + [(None, None)], method="highs")
+        if res.status == 0 and -res.fun > 1e-9:
+            coef = res.x[:m2]
+            return omegas, coef[:len(omegas)], coef[len(omegas):], float(-res.fun)
+    raise ValueError(f"no axis trigonometric polynomial of degree <= {top} isolates {sorted(Uset)} on {shape}")
+
+
+def kernel_features(kappa: np.ndarray, omegas: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """(cos, sin) of phi_omega(kappa) for every omega: (..., 2m), pairs adjacent."""
+    phases = 2 * np.pi * (kappa[..., None, :] * omegas / np.asarray(shape)).sum(-1)  # (..., m)
+    return np.stack([np.cos(phases), np.sin(phases)], axis=-1).reshape(*phases.shape[:-1], -1)
+
+
+def kernel_form(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Block-diagonal form F with f(kappa)^T F f(kappa') = g(kappa' - kappa) (Lemma E.1):
+    a cos(B - A) + b sin(B - A) per frequency."""
+    m = len(a)
+    F = np.zeros((2 * m, 2 * m))
+    for i in range(m):
+        # [cA, sA] [[a, b], [-b, a]] [cB, sB]^T = a cos(A - B) - b sin(A - B) = a cos(B - A) + b sin(B - A)
+        F[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[a[i], b[i]], [-b[i], a[i]]]
+    return F

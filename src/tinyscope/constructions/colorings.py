@@ -36,7 +36,7 @@ def _subgroup(gens: list[tuple[int, ...]], shape: tuple[int, ...]) -> frozenset:
     return frozenset(group)
 
 
-def periodic_coloring(U: list[tuple[int, ...]], shape: tuple[int, ...], max_pairs_volume: int = 400) -> np.ndarray:
+def periodic_coloring(U: list[tuple[int, ...]], shape: tuple[int, ...], max_pairs_volume: int = 100) -> np.ndarray:
     """The admissible quotient coloring with the fewest colors: an int array of shape ``shape``
     with colors 0..M-1 (cosets of the best subgroup, numbered by first appearance)."""
     diffs = difference_set(U, shape)

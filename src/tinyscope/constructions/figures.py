@@ -5,26 +5,25 @@ from __future__ import annotations
 import numpy as np
 
 from ..tasks.cellular import CellularTask, stream_predictive
-from .spatial import circuit_parameters, construction_one
+from .spatial import construction_one
 
 
-def max_kl(task: CellularTask, batch, **kw) -> float:
+def max_kl(task: CellularTask, batch, circuit) -> float:
     """Largest KL(Bayes || B4) over resolvable scored cells of ``batch`` (float64 model)."""
-    c = construction_one(task.layout, **kw)
-    c.model.double()
-    out = c.predictive(batch.tokens).numpy()
-    q, resolvable = stream_predictive(task.layout, batch.meta["traj"], alpha=kw.get("alpha", 1.0))
+    circuit.model.double()
+    out = circuit.predictive(batch.tokens).numpy()
+    q, resolvable = stream_predictive(task.layout, batch.meta["traj"], alpha=circuit.params.alpha or 1.0)
     kl = (q * (np.log(q) - np.log(out))).sum(-1)[batch.loss_mask & resolvable]
     return float(kl.max())
 
 
-def kl_vs_beta(task: CellularTask, batch, kappas=(1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001)) -> dict:
+def kl_vs_beta(task: CellularTask, batch, build=construction_one,
+               kappas=(1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001)) -> dict:
     """For each budget kappa: the recipe's beta and Lambda, and the measured largest KL."""
     rows = []
     for kappa in kappas:
-        p = circuit_parameters(task.layout, True, kappa=kappa)
-        rows.append({"kappa": kappa, "beta": p.beta, "Lambda": p.Lambda,
-                     "max_kl": max_kl(task, batch, stochastic=True, kappa=kappa)})
+        c = build(task.layout, stochastic=True, kappa=kappa)
+        rows.append({"kappa": kappa, "beta": c.params.beta, "Lambda": c.params.Lambda, "max_kl": max_kl(task, batch, c)})
     return {"rows": rows}
 
 

@@ -158,13 +158,15 @@ class CompiledCircuit:
         return out[:, 1:] if self.star else out
 
     def sizes(self) -> dict:
+        if getattr(self, "extra_sizes", None):
+            return dict(self.extra_sizes, heads=[1, 1])
         lat = self.layout.lattice
         return {"heads": [len(self.routing), 1], "d_mlp": [0, 0], "d_S": 2 * lat.dim, "d_p": 2 * lat.dim + 3,
                 "B3_width": len(self.routing) * lat.V, "d_model": self.blocks.d_model,
                 "gamma": self.params.gamma, "Lambda": self.params.Lambda, "block_error_threshold": 1 / (2 * lat.k + 2)}
 
     def describe(self) -> dict:
-        return {"construction": "I", "routing_set": [list(u) for u in self.routing], "star": self.star,
+        return {"construction": getattr(self, "construction", "I"), "routing_set": [list(u) for u in self.routing], "star": self.star,
                 "parameters": asdict(self.params), "sizes": self.sizes()}
 
 

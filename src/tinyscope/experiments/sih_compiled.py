@@ -7,6 +7,7 @@ trained run. The reported distribution is the Layer-2 output block B4 (App. H.2'
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +31,7 @@ class ConstructionConfig:
     readout_scale: float = 10.0
 
     def __post_init__(self):
-        check_choice("construction.construction", self.construction, ("I",))
+        check_choice("construction.construction", self.construction, ("I", "II"))
         check(0 < self.kappa <= 1, f"construction.kappa={self.kappa} must lie in (0, 1]")
         check(self.alpha > 0, f"construction.alpha={self.alpha} must be > 0")
         check(self.Lambda is None or self.Lambda > 0, f"construction.Lambda={self.Lambda} must be > 0")
@@ -53,10 +54,12 @@ def kl_rows(q: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def compile_circuit(cfg: CompiledRunConfig, task: CellularTask):
+    from ..constructions.shared_head import construction_two
     from ..constructions.spatial import construction_one
 
     c = cfg.construction
-    return construction_one(task.layout, stochastic=task.stochastic, kappa=c.kappa, alpha=c.alpha, Lambda=c.Lambda,
+    build = construction_one if c.construction == "I" else construction_two
+    return build(task.layout, stochastic=task.stochastic, kappa=c.kappa, alpha=c.alpha, Lambda=c.Lambda,
                             beta=c.beta, readout_scale=c.readout_scale)
 
 
@@ -67,7 +70,7 @@ class CompiledSihExperiment(Experiment):
     def __init__(self, setting: str, regime: str):
         self.setting, self.regime = setting, regime
         self.name = f"sih-compiled-{setting}-{regime}"
-        self.description = f"spatial induction heads compiled by Construction I ({setting}, {regime}); not trained"
+        self.description = f"spatial induction heads compiled by Construction I or II ({setting}, {regime}); not trained"
         self.config_cls = CompiledRunConfig
         self.presets = {"paper": lambda: CompiledRunConfig(task=task_config(setting, regime, n_val=64, n_test=256))}
 
@@ -149,8 +152,12 @@ def write_compiled_run(setting: str, regime: str, out, overrides: list[str] | No
     if task.stochastic:
         from ..constructions.figures import kl_vs_beta
 
+        from ..constructions.shared_head import construction_two
+        from ..constructions.spatial import construction_one
+
         ev = task.eval_set("test").select(slice(0, 16))
-        results["kl_vs_beta"] = kl_vs_beta(task, ev)
+        build = construction_one if cfg.construction.construction == "I" else construction_two
+        results["kl_vs_beta"] = kl_vs_beta(task, ev, build)
     ckpt.atomic_write_json(out / "results.json", results)
     return results
 
@@ -160,15 +167,14 @@ GRIDS = {"eca": ([16], [64], [256]), "v3": ([16], [64], [256]), "vn2d": ([6, 6],
 
 def grid_independence(setting: str, cfg: CompiledRunConfig) -> list[dict]:
     """Construction I on growing grids (deterministic rules, T = 4, T0 = 3): widths and accuracy."""
-    from ..constructions.spatial import construction_one
     from ..tasks.cellular import stream_predictive
 
     rows = []
     for grid in GRIDS[setting]:
         task = CellularTask(task_config(setting, "det", grid=grid, T=4, T0=3, holdout=[], n_val=1, n_test=2))
-        c = construction_one(task.layout, readout_scale=cfg.construction.readout_scale)
+        c = compile_circuit(dataclasses.replace(cfg, task=task.cfg), task)
         ev = task.eval_set("test")
-        pred = c.model(torch.from_numpy(ev.tokens))[..., :task.lattice.V].argmax(-1).numpy()
+        pred = c.predictive(ev.tokens).numpy().argmax(-1)
         _, resolvable = stream_predictive(task.layout, ev.meta["traj"])
         scored = ev.loss_mask & resolvable
         s = c.sizes()
