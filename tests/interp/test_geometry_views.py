@@ -51,10 +51,10 @@ def test_wide_model_views_say_they_are_projections(tmp_path):
 
 
 def test_viz_cli_saves_named_figures_and_rejects_unknown_views(smoke_run, capsys):
-    assert main(["viz", str(smoke_run), "--only", "embeddings", "walk_attention", "--dpi", "40",
+    assert main(["viz", str(smoke_run), "--only", "learning_curve", "12_walk_queries_keys", "--dpi", "30",
                  "--sequence", "2 3 + 5 +"]) == 0
     saved = sorted(p.name for p in (smoke_run / "figures").iterdir())
-    assert saved == ["05_embeddings.png", "13_walk_attention.png"]
+    assert saved == ["03_learning_curve.png", "12_walk_queries_keys.png"]
     assert main(["viz", str(smoke_run), "--only", "no_such_view"]) == 2
     assert "no view named 'no_such_view'" in capsys.readouterr().err
     assert main(["viz", str(smoke_run), "--only", "walk_values", "--sequence", "4 x"]) == 2

@@ -43,7 +43,7 @@ def test_full_report_has_every_view_in_paper_order_and_the_experiment_figures(ru
     monkeypatch.setattr(PlusLastEvenExperiment, "figures", figures)
     from tinyscope.interp import views
 
-    only_some = ["03_learning_curve", "05_embeddings", "10_output_entropy_argmax", "15_walk_prediction"]
+    only_some = ["03_learning_curve", "05_embeddings", "12_walk_queries_keys"]
     monkeypatch.setattr(views, "VIEWS", [v for v in views.VIEWS if v.name in only_some])
     page = write_run_report(run_dir, full=True, dpi=30).read_text()
     alts = [alt for alt, _ in IMG.findall(page)]
