@@ -52,6 +52,16 @@ def test_axes_are_fixed_and_hold_every_frame(short_run):
             assert (p[:, 0] >= x0).all() and (p[:, 0] <= x1).all() and (p[:, 1] >= y0).all() and (p[:, 1] <= y1).all()
 
 
+def test_movie_cli_writes_the_chosen_movie(short_run, tmp_path, capsys):
+    from tinyscope.cli import main
+
+    assert main(["movie", str(short_run.path), "--only", "04_qk_space", "--dpi", "30", "--no-mp4", "--no-progress",
+                 "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "04_qk_space.gif")
+    with Image.open(tmp_path / "04_qk_space.gif") as gif:
+        assert gif.n_frames == len(short_run.checkpoint_steps())
+
+
 def test_unknown_movie_is_a_clear_error(short_run, tmp_path):
     with pytest.raises(TinyscopeError, match="no movie named"):
         mv.render_movies(short_run, out_dir=tmp_path, only=["06_nothing"], progress=False)

@@ -18,7 +18,8 @@ def register(sub) -> None:
     p.add_argument("--focus-position", type=int, default=None, help="query position of Fig. 7 (default: 5)")
     p.add_argument("--head", type=int, default=0, help="attention head drawn (default: 0)")
     p.add_argument("--dpi", type=int, default=110, help="resolution of the saved PNGs (default: 110)")
-    p.add_argument("--no-report", action="store_true", help="do not rewrite RUN/report.html")
+    p.add_argument("--no-report", action="store_true",
+                   help="do not rewrite RUN/report.html (it is rewritten only for a full run of the selected step)")
     p.add_argument("--list", action="store_true", help="list the views and exit")
     p.set_defaults(func=cmd_viz)
 
@@ -62,7 +63,7 @@ def cmd_viz(args) -> int:
         print(out / f"{view.name}.png")
     if not rendered:
         print(f"tinyscope: no view applies to {args.run}", file=sys.stderr)
-    if not args.no_report and not args.only:
+    if not args.no_report and not args.only and args.step is None:  # the report shows the selected checkpoint
         path = write_run_report(args.run, which, figures=rendered, sequence=args.sequence, run=run)
         print(f"tinyscope: report {path}", file=sys.stderr)
     return 0
