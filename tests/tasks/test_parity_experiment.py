@@ -85,3 +85,20 @@ def test_grow_depth_runs_each_stage_at_its_depth():
     assert model.blocks[0].attn.W_Q.weight.grad.abs().sum() > 0
     assert all(p.grad is None for p in model.blocks[1:].parameters())
     assert not torch.allclose(model(batch["tokens"]), one_layer)  # hooks are gone afterwards
+
+
+def test_freeze_absorbed_trains_only_the_deepest_active_layer():
+    exp = get("parity-logicot")
+    cfg = exp.config("smoke", overrides=["task.n=8", "task.k=8", "model.n_ctx=15", "model.n_heads=[2,2,2]",
+                                         "model.d_mlp=[16,16,16]"])
+    task = exp.build_task(cfg)
+    model = exp.build_model(cfg, task)
+    objective = exp.objective(cfg, task)
+    for stage, trained in [(0, {0}), (1, {1}), (2, {2})]:
+        task.curriculum.stage = stage
+        model.zero_grad(set_to_none=True)
+        objective(model, task.sample(np.random.default_rng(stage), 8).to_torch()).backward()
+        got = {i for i, block in enumerate(model.blocks) if any(p.grad is not None for p in block.parameters())}
+        assert got == trained
+        assert (model.W_E.weight.grad is not None) == (stage == 0)
+        assert model.W_U.weight.grad is not None

@@ -53,7 +53,8 @@ class ParityRunConfig:
     seed: int = 0
     kind: str = "logicot"                                   # direct | cot | icot | logicot
     arch: Literal["transformer", "constrained"] = "transformer"
-    grow_depth: bool = True                                 # stage s trains only the layers it needs (see docs)
+    grow_depth: bool = True                                 # stage s runs only the layers it needs (see docs)
+    freeze_absorbed: bool = True                            # with grow_depth: train only the deepest active layer
     task: ParityConfig = field(default_factory=ParityConfig)
     model: TransformerConfig = field(default_factory=lambda: parity_model(20, 8))
     constrained: ConstrainedParityConfig = field(default_factory=ConstrainedParityConfig)
@@ -198,7 +199,12 @@ class ParityExperiment(Experiment):
             return None
 
         def loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
-            with getattr(model, "module", model).hooks(self.stage_hooks(cfg, task.curriculum.current.spec)):
+            removed = task.curriculum.current.spec
+            hooks = self.stage_hooks(cfg, removed)
+            deepest = min(stage_depth(cfg.task.k, removed), cfg.model.n_layers) - 1
+            if cfg.freeze_absorbed and deepest > 0:  # no gradient into the layers earlier stages trained
+                hooks.append((f"blocks.{deepest}.hook_resid_pre", lambda x, hook: x.detach()))
+            with getattr(model, "module", model).hooks(hooks):
                 return masked_next_token_loss(model, batch)
 
         return loss
