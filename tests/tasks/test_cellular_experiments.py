@@ -34,7 +34,9 @@ def test_paper_eca_models_match_table_11(arch, mlps):
 
 
 def test_all_twelve_experiments_registered_with_table_10_settings():
-    names = [n for n in registry.names() if n.startswith("sih-")]
+    import re
+
+    names = [n for n in registry.names() if re.fullmatch(r"sih-(eca|v3|vn2d)-(shared|dedicated)-(det|stoch)", n)]
     assert len(names) == 12
     vn = registry.get("sih-vn2d-dedicated-stoch").config("paper")
     assert vn.task.grid == [6, 6] and (vn.task.T, vn.task.T0) == (20, 10) and vn.model.n_heads == [8, 1]
