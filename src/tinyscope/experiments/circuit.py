@@ -377,7 +377,7 @@ def accuracy_figure(metrics: dict, title: str):
     return fig
 
 
-CPU_EPOCHS = {"boolean": 300, "arithmetic": 6, "listops": 60}
+CPU_EPOCHS = {"boolean": 300, "arithmetic": 12, "listops": 60}
 for _g in ("boolean", "arithmetic", "listops"):
     register(CircuitExperiment(_g, CPU_EPOCHS[_g]))
     register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g]))
