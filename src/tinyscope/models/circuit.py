@@ -30,9 +30,11 @@ The hardmax mask has a straight-through gradient too: forward ``P``, backward th
 ``exp((a_i - max a) / mask_temperature)`` with ``a_i = max_j A_ij`` (the paper does not say
 which surrogate it used; see docs/circuit.md).
 
-Attention has two paths that must agree: :meth:`CircuitTransformer.attend` sums k x^T per cluster
-with a scatter (O(T)); :meth:`CircuitTransformer.attend_reference` builds the dense (T, T)
-same-cluster score matrix. The MLP runs only on masked rows in the fast path.
+Three paths must agree (tests/models/test_circuit.py): :meth:`CircuitTransformer.attend` sums
+k x^T per cluster with a scatter (O(T)); :meth:`CircuitTransformer.attend_reference` builds the
+dense (T, T) same-cluster score matrix; and inference on token ids takes
+:meth:`CircuitTransformer._run_sparse`, which keeps the state as ids and runs attention and MLP
+only on the masked non-BLANK rows.
 """
 from __future__ import annotations
 
