@@ -22,10 +22,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..errors import TinyscopeError
-from .geometry import Geometry, all_points, bounds, fit_plane, has_geometry, head_plane, landscape, residual_plane
+from .geometry import (Geometry, all_points, bounds, fit_plane, has_geometry, head_plane, landscape, model_dims,
+                       n_layers, residual_plane)
 from .geometry_views import landscape_limits, point_colors
 from .frame_canvas import FrameCanvas
-from .plotting import KEY_COLOR, QUERY_COLOR, VALUE_COLOR, new_figure, token_cmap, token_colors
+from .plotting import MAX_LABELS, KEY_COLOR, QUERY_COLOR, VALUE_COLOR, new_figure, token_cmap, token_colors
 from .video_writers import GifStream, Mp4Stream, ffmpeg_executable, make_palette
 from .walkthrough import Trace, trace_sequence
 
@@ -71,7 +72,8 @@ class _Panel:
     def move(self, pts: np.ndarray) -> None:
         pts = np.asarray(pts).reshape(-1, 2)
         self.sc.set_offsets(pts)
-        self.canvas.label(self.ax, pts, self.labels, size=self.fontsize)
+        if len(pts) <= MAX_LABELS:
+            self.canvas.label(self.ax, pts, self.labels, size=self.fontsize)
 
 
 class _Movie:
@@ -236,11 +238,13 @@ class QKAttentionMovie(QKMovie):
         self.right, self.T = right, trace.T
         self.im = right.imshow(np.zeros((trace.T, trace.T)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
         self.canvas.animate(self.im)
-        right.set_xticks(range(trace.T), names, fontsize=8)
-        right.set_yticks(range(trace.T), names, fontsize=8)
+        if trace.T <= 32:
+            right.set_xticks(range(trace.T), names, fontsize=8)
+            right.set_yticks(range(trace.T), names, fontsize=8)
         right.set_xlabel("key"), right.set_ylabel("query")
-        right.set_title(f"attention of {' '.join(trace.token_names)}", fontsize=9)
-        ii, jj = np.tril_indices(trace.T)
+        seq = " ".join(trace.token_names)
+        right.set_title(f"attention of {seq if len(seq) <= 60 else seq[:57] + '...'}", fontsize=9)
+        ii, jj = np.tril_indices(trace.T) if trace.T <= 20 else (np.zeros(0, int), np.zeros(0, int))  # annotated cells
         self.cells = (ii, jj, np.stack([jj, ii], -1).astype(float))
 
     def update(self, snap: Snapshot, land=None) -> None:
@@ -259,15 +263,25 @@ def render_movies(run, out_dir: str | Path | None = None, only: list[str] | None
                   labels: list[str] | None = None, progress: bool = True) -> dict[str, list[Path]]:
     """Render the selected movies of a run into ``out_dir`` (default RUN/movies); returns the files
     written per movie. One frame per saved checkpoint (every ``every``-th)."""
-    from .views import ViewContext
+    from .views import MAX_POINTS, ViewContext
 
     if not has_geometry(run.model):
         raise TinyscopeError(f"{type(run.model).__name__} has no hook_embed / blocks.0.attn.hook_q|k|v: "
                              "the training movies need a transformer with those hooks")
-    names = only or MOVIE_NAMES
+    names = list(only or MOVIE_NAMES)
     for n in names:
         if n not in MOVIE_NAMES:
             raise TinyscopeError(f"no movie named {n!r}; choose from {', '.join(MOVIE_NAMES)}")
+    V, T = model_dims(run.model)
+    if V * T > MAX_POINTS:
+        raise TinyscopeError(f"{V} tokens x {T} positions = {V * T} points per frame is too many to animate "
+                             f"(at most {MAX_POINTS})")
+    if n_layers(run.model) != 1 and MOVIE_NAMES[1] in names:
+        if only:
+            raise TinyscopeError(f"{MOVIE_NAMES[1]} reads the output network of a one-layer model; this one has "
+                                 f"{n_layers(run.model)} layers")
+        names.remove(MOVIE_NAMES[1])
+        log.info("skipping %s: the model has more than one layer", MOVIE_NAMES[1])
     steps = run.checkpoint_steps()[::max(1, int(every))]
     if not steps:
         raise TinyscopeError(f"{run.path} has no step_*.safetensors checkpoints to animate")
