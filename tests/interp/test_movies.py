@@ -67,6 +67,14 @@ def test_unknown_movie_is_a_clear_error(short_run, tmp_path):
         mv.render_movies(short_run, out_dir=tmp_path, only=["06_nothing"], progress=False)
 
 
+def test_landscape_movie_refuses_a_two_layer_model(tmp_path):
+    out = tmp_path / "deep"
+    run_experiment("plus-last-even", "smoke", overrides=QUICK + ["train.steps=10", "model.n_heads=[1,1]",
+                                                                   "model.d_mlp=[8,8]"], out=out, progress=False)
+    with pytest.raises(TinyscopeError, match="one-layer model; this one has 2 layers"):
+        mv.render_movies(load_run(out), out_dir=tmp_path, only=["02_output_landscape_embeddings"], progress=False)
+
+
 def test_gif_stream_round_trips_frames_exactly(tmp_path):
     rng = np.random.default_rng(0)
     colours = rng.integers(0, 256, size=(6, 3))
