@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..models.theia import predict
-from ..tasks.kleene import (FOUR_DOMAIN, T_, U_, RecordSpec, Rule, evaluate_records,
+from ..tasks.kleene import (CHAIN, FOUR_DOMAIN, T_, U_, RecordSpec, Rule, evaluate_records,
                             has_unknown_ceiling, rule_suite, sample_chains, sample_records)
 
 BOUNDARIES = {"arith": "arith.hook_out", "order": "order.hook_out", "set": "set.hook_out", "logic": "logic.hook_out"}
@@ -177,23 +177,19 @@ def chain_accuracy(chain_model: torch.nn.Module, lengths: tuple[int, ...] = CHAI
     length (hard argmax one-hots between steps). ``independent=False`` reads every length off
     prefixes of one set of ``max(lengths)``-step chains (a prefix of a chain is itself a chain);
     ``True`` draws a fresh set per length, as the public script does."""
-    from ..tasks.kleene import CHAIN
-
     spec = spec or CHAIN
-    sets = {L: L for L in lengths} if independent else {max(lengths): max(lengths)}
+    draws = [(L, (L,)) for L in lengths] if independent else [(max(lengths), tuple(lengths))]
     acc: dict[int, float] = {}
     was = chain_model.training
     chain_model.eval()
     with torch.no_grad():
-        for k, (L, _) in enumerate(sorted(sets.items())):
+        for L, read in draws:
             data = sample_chains(np.random.default_rng([seed, L if independent else 0]), n, L, spec)
             x, y = torch.from_numpy(data["records"]), torch.from_numpy(data["labels"])
             correct = torch.zeros(L)
             for i in range(0, n, batch):
-                correct += (chain_model(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum(0).float()
-            for length in lengths:
-                if (independent and length == L) or (not independent and length <= L):
-                    acc[length] = float(correct[length - 1] / n)
+                correct += (chain_model(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum(0).float()  # (L,)
+            acc |= {length: float(correct[length - 1] / n) for length in read}
     chain_model.train(was)
     return acc
 

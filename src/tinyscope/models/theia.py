@@ -336,11 +336,15 @@ class TheiaTransformer(HookedModule):
         self.hook_embed, self.hook_pooled = HookPoint(), HookPoint()
         self.setup_hooks()
 
+    @staticmethod
+    def number_id(x: torch.Tensor, col: int, flag: int) -> torch.Tensor:
+        """Embedding id of a number: its value clamped to 0..20, or 21 when Unknown."""
+        return torch.where(x[:, flag].bool(), 21, x[:, col].clamp(0, 20))  # (B,)
+
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.long()
-        num = lambda col, flag: torch.where(x[:, flag].bool(), 21, x[:, col].clamp(0, 20))  # noqa: E731
-        tokens = torch.stack([self.emb_a(num(0, 27)), self.emb_b(num(1, 28)), self.emb_arith(x[:, 2]),
-                              self.emb_d(num(3, 29)), self.emb_rel(x[:, 4]), self.set_proj(x[:, 5:26].float()),
+        x, num = x.long(), self.number_id
+        tokens = torch.stack([self.emb_a(num(x, 0, 27)), self.emb_b(num(x, 1, 28)), self.emb_arith(x[:, 2]),
+                              self.emb_d(num(x, 3, 29)), self.emb_rel(x[:, 4]), self.set_proj(x[:, 5:26].float()),
                               self.emb_op(x[:, 26]), self.flag_proj(x[:, 27:31].float())], 1)  # (B, 8, D)
         return self.hook_embed(tokens + self.W_pos)  # (B, 8, D)
 
@@ -398,14 +402,6 @@ class ChainModel(nn.Module):
             out.append(logits)
             prev = pick(logits)
         return torch.stack(out, 1)  # (B, T, 3)
-
-    @torch.no_grad()
-    def final_accuracy(self, chains: torch.Tensor, labels: torch.Tensor, batch: int = 4096) -> float:
-        """Accuracy of the last step's prediction, hard one-hots between steps."""
-        correct = 0
-        for i in range(0, len(chains), batch):
-            correct += int((self(chains[i:i + batch])[:, -1].argmax(-1) == labels[i:i + batch, -1]).sum())
-        return correct / len(chains)
 
 
 # ---------------------------------------------------------------- config and factory
