@@ -108,8 +108,16 @@ def summarize(records: Iterable[RunRecord]) -> list[SettingSummary]:
             where = ", ".join(str(r.path) for r in g.runs if r.seed in dup)
             raise TinyscopeError(f"seed {min(dup)} appears twice in one setting ({where}); "
                                  f"report one run per seed and setting")
-    return sorted(groups.values(), key=lambda g: (g.experiment, g.preset, sorted((k, format_value(v))
-                                                                                  for k, v in g.setting.items())))
+    return sorted(groups.values(), key=lambda g: (g.experiment, g.preset, sorted((k, natural(v))
+                                                                                  for k, v in g.setting.items()),
+                                                  str(g.eval_fingerprint)))
+
+
+def natural(value) -> tuple:
+    """A sort key that orders numbers by value and everything else by its text, numbers first."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, format_value(value))
 
 
 @dataclass

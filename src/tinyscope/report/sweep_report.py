@@ -17,7 +17,7 @@ from typing import Sequence
 from ..errors import TinyscopeError
 from .figures import length_families, plot_length_curves
 from .records import RunRecord, format_value, load_records
-from .stats import FingerprintMismatch, SettingSummary, paired_differences, summarize, variants_along
+from .stats import FingerprintMismatch, SettingSummary, natural, paired_differences, summarize, variants_along
 from .tables import Table, get_table
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def summary_table(summaries: Sequence[SettingSummary], metrics: Sequence[str], c
     split_fp = len({g.eval_fingerprint for g in summaries}) > 1
     headers = keys + (["eval set"] if split_fp else []) + ["n"] + list(metrics)
     rows = []
-    for g in summaries:
+    for g in sorted(summaries, key=lambda g: [natural(g.runs[0].config.get(k)) for k in keys]):
         row = [format_value(g.runs[0].config.get(k)) for k in keys]
         row += [g.eval_fingerprint or "–"] if split_fp else []
         row.append(len(g.runs))
@@ -78,9 +78,16 @@ def pairs_table(records: Sequence[RunRecord], key: str, order: Sequence[str] | N
                 strict: bool, notes: list[str]) -> Table | None:
     """Paired differences ``variant - baseline`` along ``key`` (baseline: first value in ``order``)."""
     rows = []
-    for (exp, preset, others), by_value in variants_along(records, key).items():
+    families = variants_along(records, key)
+    seen: dict[str, set] = defaultdict(set)
+    for _, _, others in families:
+        for k, v in others:
+            seen[k].add(v)
+    shared = {k for k, vals in seen.items() if len(vals) == 1 and all(k in dict(o) for _, _, o in families)}
+    for (exp, preset, others), by_value in families.items():
         if len(by_value) < 2:
             continue
+        others = tuple((k, v) for k, v in others if k not in shared)  # show what tells families apart
         values = [v for v in (order or []) if v in by_value] + sorted(v for v in by_value if v not in (order or []))
         base = values[0]
         for v in values[1:]:
@@ -93,7 +100,7 @@ def pairs_table(records: Sequence[RunRecord], key: str, order: Sequence[str] | N
                 continue
             if not diffs or diffs[0].stat.n == 0:
                 continue
-            label = ", ".join(f"{k}={val}" for k, val in others) or "(preset)"
+            label = ", ".join(f"{k}={val}" for k, val in others) or "all else equal"
             rows.append([exp, label, f"{v} − {base}", diffs[0].stat.n] + [d.stat for d in diffs])
     if not rows:
         return None
