@@ -80,7 +80,7 @@ def render_html(title: str, summary: list[tuple[str, object]], metrics: dict, co
              "<h2>Run</h2>", _table(summary)]
     if metrics:
         parts += ["<h2>Results (selected checkpoint)</h2>", _table(sorted(metrics.items()))]
-    parts += ["<h2>Config</h2>", f"<details open><summary>config.json</summary><pre>"
+    parts += ["<h2>Config</h2>", f"<details><summary>config.json (click to open)</summary><pre>"
               f"{html.escape(json.dumps(config, indent=2))}</pre></details>"]
     for i, (heading, figs) in enumerate(sections):
         if figs:
