@@ -138,7 +138,7 @@ def rollout_figure(panels: list[dict], T0: int):
     fig, axes = plt.subplots(len(panels), 3, figsize=(9, 3.2 * len(panels)), squeeze=False)
     for row, panel in zip(axes, panels):
         for ax, key, label in zip(row, ("truth", "tf_p1", "rollout"),
-                                  ("ground truth", "teacher-forced P(state 1)", panel.get("rollout_label", "autoregressive"))):
+                                  ("ground truth", "TF: P(state 1)", panel.get("rollout_label", "autoregressive"))):
             ax.imshow(panel[key], cmap="Greys", vmin=0, vmax=1, interpolation="nearest", aspect="auto")
             ax.axhline(T0 - 0.5, color="tab:red", lw=1.2)
             ax.set_title(f"{panel['title']}: {label}", fontsize=8)
@@ -158,7 +158,7 @@ def rollout_panel(model: torch.nn.Module, layout: Layout, traj: np.ndarray, T0: 
     label = "greedy rollout"
     if stochastic:
         rollout[T0:] = q[0, T0:, :, 1]
-        label = "rollout P(state 1), T=1 sampling"
+        label = "sampled AR: P(state 1)"
     return {"title": title, "truth": traj[0].astype(float), "tf_p1": tf, "rollout": rollout, "rollout_label": label}
 
 
