@@ -67,8 +67,8 @@ def cmd_sweep(args) -> int:
     common = list(args.overrides) + ([f"train.logger={args.logger}"] if args.logger else [])
     spec = SweepSpec(exp.name, args.preset, seeds, parse_grid(args.grid), common)
     out = args.out or f"sweeps/{exp.name}-{args.preset}"
-    n = len(spec.expand())
-    print(f"tinyscope: sweep of {exp.name} ({args.preset}): {n} runs, {args.jobs} at a time, "
+    n = len(spec.validate())  # a bad key or value in any grid point stops here, before any run
+    print(f"tinyscope: sweep of {exp.name} ({args.preset}): {n} run(s), {args.jobs} at a time, "
           f"backend {args.backend}, into {out}", file=sys.stderr)
     def stop(signum, frame):  # `kill` stops the runs cleanly, like Ctrl-C
         raise KeyboardInterrupt

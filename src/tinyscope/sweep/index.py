@@ -225,8 +225,8 @@ def rows_for_display(cols: list[str], rows: Iterable[dict], columns: list[str] |
             v = r[c]
             if c == "setting":
                 v = setting_label(v)
-            elif c == "error" and not columns:
-                v = first_line(v)
+            elif c == "error":
+                v = first_line(v)  # the full traceback: RUN/error.txt or --format json
             vals.append(v)
         out.append(vals)
     return show, out
