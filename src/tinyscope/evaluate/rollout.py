@@ -126,24 +126,27 @@ def autoregressive_metrics(model: torch.nn.Module, layout: Layout, traj: np.ndar
     return result
 
 
-def rollout_figure(panels: list[dict], T0: int):
+def rollout_figure(panels: list[dict], T0: int | None = None):
     """Figure 1 layout: one row per rule, columns ground truth, teacher-forced P(state 1),
     autoregressive rollout. Each panel dict has ``title``, ``truth`` (T, W), ``tf_p1`` (T, W),
-    ``rollout`` (T, W) (states or, for a stochastic rollout, per-cell probabilities of state 1)."""
+    ``rollout`` (T, W) (states or, for a stochastic rollout, per-cell probabilities of state 1),
+    and optionally its own ``T0`` (the red line; default ``T0``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(len(panels), 3, figsize=(9, 3.2 * len(panels)), squeeze=False)
     for row, panel in zip(axes, panels):
         for ax, key, label in zip(row, ("truth", "tf_p1", "rollout"),
                                   ("ground truth", "TF: P(state 1)", panel.get("rollout_label", "autoregressive"))):
             ax.imshow(panel[key], cmap="Greys", vmin=0, vmax=1, interpolation="nearest", aspect="auto")
-            ax.axhline(T0 - 0.5, color="tab:red", lw=1.2)
+            ax.axhline(panel.get("T0", T0) - 0.5, color="tab:red", lw=1.2)
             ax.set_title(f"{panel['title']}: {label}", fontsize=8)
             ax.set_xlabel("cell z")
             ax.set_ylabel("time t")
+            ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     fig.tight_layout()
     return fig
 
@@ -159,12 +162,13 @@ def rollout_panel(model: torch.nn.Module, layout: Layout, traj: np.ndarray, T0: 
     if stochastic:
         rollout[T0:] = q[0, T0:, :, 1]
         label = "sampled AR: P(state 1)"
-    return {"title": title, "truth": traj[0].astype(float), "tf_p1": tf, "rollout": rollout, "rollout_label": label}
+    return {"title": title, "truth": traj[0].astype(float), "tf_p1": tf, "rollout": rollout, "rollout_label": label,
+            "T0": T0}
 
 
-def rollout_figure_for_run(run, seed: int = 42):
-    """Figure 1 for a trained 1D V=2 run: Rule 110 (deterministic runs) or Stavskaya p = 0.29
-    (stochastic runs), on a coverage-filtered trajectory of the run's grid and horizon."""
+def rollout_panel_for_run(run, seed: int = 42) -> dict:
+    """The Figure 1 row of a trained 1D V=2 run: Rule 110 (deterministic runs) or Stavskaya
+    p = 0.29 (stochastic runs), on a coverage-filtered trajectory of the run's grid and horizon."""
     from ..tasks.cellular.coverage import is_covered, rejection_sample
     from ..tasks.cellular.evolve import evolve
     from ..tasks.cellular.rules import stavskaya, wolfram
@@ -180,5 +184,9 @@ def rollout_figure_for_run(run, seed: int = 42):
 
     _, traj = rejection_sample(draw, lambda x: is_covered(task.lattice, x, cfg.task.T0), rng, 1)
     title = "Stavskaya p=0.29" if stochastic else "Rule 110"
-    panel = rollout_panel(run.model, task.layout, traj, cfg.task.T0, stochastic, title, seed)
-    return rollout_figure([panel], cfg.task.T0)
+    return rollout_panel(run.model, task.layout, traj, cfg.task.T0, stochastic, title, seed)
+
+
+def rollout_figure_for_run(run, seed: int = 42):
+    """Figure 1 (one row) for a trained 1D V=2 run; see :func:`rollout_panel_for_run`."""
+    return rollout_figure([rollout_panel_for_run(run, seed)], run.cfg.task.T0)

@@ -256,12 +256,21 @@ def results_tables(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m tinyscope.experiments.sih RUN_DIR ...``: print Tables 13 and 14;
-    ``... --figure RUN_DIR ...``: write each ECA run's Figure 1 rollout to RUN_DIR/figures/rollout.png."""
+    ``... --figure RUN_DIR ...``: write each ECA run's Figure 1 rollout to RUN_DIR/figures/rollout.png;
+    ``... --figure1 DET_RUN STOCH_RUN OUT.png``: both rows of Figure 1 (Rule 110, Stavskaya) in one figure."""
     import json
     import sys
     from pathlib import Path
 
     args = list(argv if argv is not None else sys.argv[1:])
+    if args and args[0] == "--figure1":
+        from ..evaluate.rollout import rollout_figure, rollout_panel_for_run
+        from .runner import load_run
+
+        runs = [load_run(d) for d in args[1:3]]
+        rollout_figure([rollout_panel_for_run(r) for r in runs]).savefig(args[3], dpi=130)
+        print(args[3])
+        return
     if args and args[0] == "--figure":
         from .runner import load_run
 
