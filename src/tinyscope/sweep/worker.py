@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import io
-import json
 import os
 import pkgutil
 import shutil
@@ -24,7 +23,6 @@ import torch
 from .. import interp
 from ..experiments import registry
 from ..experiments.runner import run_experiment
-from ..report.records import read_run
 from ..train.checkpoint import atomic_write_json
 from .grid import RunSpec
 from .index import run_dir_row
