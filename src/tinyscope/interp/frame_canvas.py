@@ -87,9 +87,9 @@ class FrameCanvas:
         canvas.restore_region(self._background)
         for a in self.dynamic:
             self.fig.draw_artist(a)
-        rgba = np.asarray(canvas.buffer_rgba())
-        H = rgba.shape[0]
-        img = Image.fromarray(rgba[..., :3].copy(), "RGB")
+        rgba = np.asarray(canvas.buffer_rgba())  # (H, W, 4) view of the renderer's buffer
+        H, W = rgba.shape[:2]
+        img = Image.frombuffer("RGBA", (W, H), rgba, "raw", "RGBA", 0, 1).convert("RGB")  # a copy, in C
         for disp, texts, px, cols, anchor, bold in self._labels:
             for (x, y), text, col in zip(disp, texts, cols):
                 mask, dx, dy = _stamp(text, px, anchor, bold)
