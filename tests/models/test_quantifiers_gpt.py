@@ -37,6 +37,7 @@ def test_smoke_run_and_legibility(tmp_path):
                          progress=False)
     m = res["metrics"]
     assert math.isfinite(m["val_loss"]) and 0 <= m["licensed_acc"] <= 1 and m["n_quantifier_units"] == 16
+    assert 0 < m["licensed_acc_bayes"] <= 1
     run = load_run(tmp_path / "r")
     rows = half_lives(run.model)
     assert len(rows) == 16 and all(r["half_life"] > 0 for r in rows)
