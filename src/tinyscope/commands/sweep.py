@@ -26,6 +26,8 @@ def register(sub) -> None:
                                                    "default: start a local Ray instance")
     p.add_argument("--logger", default=None, choices=["none", "tensorboard"],
                    help="also log training curves to RUN/tensorboard (needs the tensorboard package)")
+    p.add_argument("--run-report", default="auto", choices=["auto", "full", "quick", "none"],
+                   help="each run's RUN/report.html, as in `tinyscope run` (quick or none saves time in large sweeps)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_sweep)
 
@@ -76,7 +78,7 @@ def cmd_sweep(args) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         result = run_sweep(spec, out, jobs=args.jobs, backend=args.backend, address=args.address,
-                           threads=args.threads, progress=not args.no_progress)
+                           threads=args.threads, progress=not args.no_progress, run_report=args.run_report)
     except KeyboardInterrupt:
         print("tinyscope: sweep interrupted; the same command continues it (complete runs are skipped, "
               "interrupted ones resume from their last checkpoint)", file=sys.stderr)

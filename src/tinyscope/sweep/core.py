@@ -33,6 +33,7 @@ from .index import RunIndex, first_line
 
 log = logging.getLogger(__name__)
 BACKENDS = ("local", "ray")
+RUN_REPORTS = ("auto", "full", "quick", "none")
 
 
 def available_cores() -> int:
@@ -88,12 +89,17 @@ class SweepResult:
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "local", address: str | None = None,
-              threads: int | None = None, progress: bool = True) -> SweepResult:
-    """Run every (grid point, seed) of ``spec`` into ``out``; see the module docstring."""
+              threads: int | None = None, progress: bool = True, run_report: str = "auto") -> SweepResult:
+    """Run every (grid point, seed) of ``spec`` into ``out``; see the module docstring.
+
+    ``run_report`` is each run's RUN/report.html mode (auto | full | quick | none), as in
+    `tinyscope run`; "quick" or "none" saves time in large sweeps."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend {backend!r} is not known; choose one of {', '.join(BACKENDS)}")
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs} must be >= 1")
+    if run_report not in RUN_REPORTS:
+        raise ConfigError(f"--run-report {run_report!r} is not known; choose one of {', '.join(RUN_REPORTS)}")
     if address and backend != "ray":
         raise ConfigError("--address is for --backend ray")
     if backend == "local":
@@ -142,8 +148,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
             bar.update(1)
             bar.set_postfix(running=counts["running"], failed=counts["failed"])
 
-        job_dicts = [{"spec": r.to_dict(), "run_dir": str((out / r.rel_path).resolve()), "threads": threads}
-                     for r in todo]
+        job_dicts = [{"spec": r.to_dict(), "run_dir": str((out / r.rel_path).resolve()), "threads": threads,
+                      "report": run_report} for r in todo]
         try:
             if not job_dicts:
                 pass

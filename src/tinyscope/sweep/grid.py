@@ -128,6 +128,8 @@ class SweepSpec:
         from ..experiments import registry
 
         exp = registry.get(self.experiment)
+        if not getattr(exp, "trainable", True):
+            raise ConfigError(f"{exp.name} is compiled, not trained: there is nothing to sweep")
         runs = self.expand()
         for spec in runs:
             try:

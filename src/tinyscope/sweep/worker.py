@@ -51,7 +51,8 @@ def _reset_unstarted(run_dir: Path) -> None:
 def execute(job: dict[str, Any]) -> dict[str, Any]:
     """Run (or resume, or skip if complete) one job; return its index row.
 
-    ``job`` = {"spec": RunSpec as dict, "run_dir": absolute path, "threads": int}. Any
+    ``job`` = {"spec": RunSpec as dict, "run_dir": absolute path, "threads": int, "report": the
+    RUN/report.html mode of `run_experiment` (auto | full | quick | none), "gpu": optional id}. Any
     exception is caught: the traceback goes to RUN/error.txt and the row says "failed"."""
     spec = RunSpec.from_dict(job["spec"])
     run_dir = Path(job["run_dir"])
@@ -65,7 +66,8 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
     _reset_unstarted(run_dir)
     cpu0 = _cpu_seconds()
     try:
-        run_experiment(spec.experiment, spec.preset, spec.seed, spec.overrides, run_dir, resume=True, progress=False)
+        run_experiment(spec.experiment, spec.preset, spec.seed, spec.overrides, run_dir, resume=True, progress=False,
+                       report=job.get("report", "auto"))
     except Exception:  # noqa: BLE001 - a failed run must not stop the sweep; its error is kept
         (run_dir / "error.txt").write_text(traceback.format_exc())
     atomic_write_json(run_dir / "sweep_job.json", {"spec": spec.to_dict(), "setting": dict(spec.grid),
