@@ -30,3 +30,10 @@ def test_analyze_cli_writes_json_and_figures(tmp_path, capsys):
     assert "alignment" in data and "ablation" not in data
     assert (tmp_path / "r" / "analysis" / "alignment.png").stat().st_size > 1000
     assert main(["analyze", str(tmp_path / "r"), "--n-traj", "0"]) == 2
+
+
+def test_analysis_figures_enter_the_run_report(tmp_path):
+    run_experiment("sih-eca-dedicated-det", "smoke", seed=2, out=tmp_path / "r", progress=False)
+    assert main(["analyze", str(tmp_path / "r"), "--only", "alignment", "--n-traj", "8", "--no-progress"]) == 0
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "Analysis (tinyscope analyze)" in page and 'id="alignment"' in page

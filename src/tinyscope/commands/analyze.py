@@ -49,6 +49,9 @@ def cmd_analyze(args) -> int:
         fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
         plt.close(fig)
         atomic_write_bytes(out / f"{name.replace(' ', '_')}.png", buf.getvalue())
+    from ..report.run_report import write_run_report
+
+    write_run_report(args.run, which, full=False, run=run)  # the report gains an Analysis section
     print(json.dumps({k: v for k, v in results.items() if k in ("alignment", "ablation", "probes")}, indent=2))
     print(f"tinyscope: analysis written to {out}", file=sys.stderr)
     return 0

@@ -159,6 +159,9 @@ def write_compiled_run(setting: str, regime: str, out, overrides: list[str] | No
         build = construction_one if cfg.construction.construction == "I" else construction_two
         results["kl_vs_beta"] = kl_vs_beta(task, ev, build)
     ckpt.atomic_write_json(out / "results.json", results)
+    from ..report.run_report import write_run_report
+
+    write_run_report(out, full=False)  # the widths table and the KL-vs-beta figure
     return results
 
 

@@ -129,6 +129,26 @@ def experiment_figures(run, dpi: int = 90) -> list[ReportFigure]:
             for name, fig in figs.items()]
 
 
+def analysis_figures(run_dir: Path) -> list[ReportFigure]:
+    """Figures that `tinyscope analyze` wrote into RUN/analysis (alignment, ablation, probes, t-SNE, attention)."""
+    folder = run_dir / "analysis"
+    numbers = json.loads((folder / "analysis.json").read_text()) if (folder / "analysis.json").exists() else {}
+    captions = {
+        "alignment": "attention mass on the positions the construction predicts (App. I.5)",
+        "ablation": "TF cell accuracy with routing cells / matched precedents removed vs random controls (App. I.6)",
+        "probes": "linear probes per stage: configuration and k-gram posterior (App. I.7)",
+        "tsne": "t-SNE per stage, coloured by configuration and output (App. I.8)",
+    }
+    out = []
+    for png in sorted(folder.glob("*.png")) if folder.is_dir() else []:
+        key = png.stem
+        caption = captions.get(key, "attention over the grid of one query (Fig. 2)" if key.startswith("attention") else "")
+        if key in numbers:
+            caption += f"; numbers: {json.dumps(numbers[key])[:600]}"
+        out.append(ReportFigure(key, "Analysis", caption, png.read_bytes()))
+    return out
+
+
 def movie_figures(run_dir: Path, max_bytes: int = 8_000_000) -> list[ReportFigure]:
     """Training movies already rendered into RUN/movies (GIFs up to ``max_bytes`` are embedded)."""
     from ..interp.movies import MOVIE_NAMES
@@ -178,7 +198,7 @@ def write_run_report(run_dir: str | Path, which: str | int = "best", full: bool 
                ("figures drawn from step", run.step), ("versions", f"tinyscope {record.get('tinyscope_version')}, "
                                                                    f"torch {record.get('torch_version')}")]
     sections = [("Walkthrough (paper order)", figures), ("Experiment figures", experiment_figures(run, dpi)),
-                ("Training movies", movie_figures(run_dir))]
+                ("Training movies", movie_figures(run_dir)), ("Analysis (tinyscope analyze)", analysis_figures(run_dir))]
     note = "" if full else "Quick report (smoke preset): `tinyscope viz RUN` draws every view into this page."
     page = render_html(f"{run.experiment.name} · {run_dir.name}", summary, results.get("metrics", {}),
                        record.get("config", {}), sections, note)
