@@ -255,8 +255,6 @@ def rule_suite(rules: tuple[Rule, ...], n_per_rule: int, seed: int, spec: Record
 
 
 # ------------------------------------------------------------------ Bayes ceilings of the probes
-BOUNDARY_FLAGS = {"arith": ("a_unk", "b_unk"), "order": ("a_unk", "b_unk", "d_unk"),
-                  "set": ("a_unk", "b_unk", "s_unk"), "logic": FLAG_NAMES}
 BOUNDARY_VISIBLE = {  # what each boundary can know about the flags: the Unknown-ness it carries
     "arith": lambda f: (f[0] | f[1],),
     "order": lambda f: (f[0] | f[1], f[2]),
