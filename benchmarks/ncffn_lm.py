@@ -46,6 +46,7 @@ def main() -> None:
     base = results.get("gelu", {}).get("metrics", {}).get("val_loss")
     keys = ["val_loss", "licensed_acc", "licensed_acc_bayes", "licensed_pair_acc", "acc_than", "acc_by", "acc_nor",
             "acc_or", "and_acc"]
+    keys = [k for k in keys if all(k in r["metrics"] for r in results.values())]  # text files: loss only
     if "nc+quant" in results:
         qdir = Path(args.out) / f"ncffn-lm-{args.preset}-nc-quant-s{args.seed}"
         run = load_run(qdir)
