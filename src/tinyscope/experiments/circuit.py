@@ -199,11 +199,13 @@ def baseline_answers(model: Transformer, data: ExpressionSet, n_literals: int, b
     the largest logit anywhere in the final pass (max-pool readout). -1 when too long for n_ctx."""
     device = next(model.parameters()).device
     pred = np.full(len(data), -1, dtype=np.int64)
-    n_ctx = model.cfg.n_ctx
-    for idx in _length_batches(data, max_tokens):
+    fits = np.flatnonzero(data.lengths <= model.cfg.n_ctx)
+    if len(fits) == 0:
+        return pred
+    sub = ExpressionSet(data.tokens[fits], data.targets[fits], data.lengths[fits], data.values[fits], data.depths[fits])
+    for part in _length_batches(sub, max_tokens):
+        idx = fits[part]
         T = int(data.lengths[idx].max())
-        if T > n_ctx:
-            continue
         tokens = torch.from_numpy(data.tokens[idx, :T]).to(device)  # (b, T)
         pad = ~(torch.arange(T, device=device)[None] < torch.from_numpy(data.lengths[idx]).to(device)[:, None])
         steps = int(data.depths[idx].max())
@@ -377,7 +379,7 @@ def accuracy_figure(metrics: dict, title: str):
     return fig
 
 
-CPU_EPOCHS = {"boolean": 300, "arithmetic": 12, "listops": 60}
+CPU_EPOCHS = {"boolean": 300, "arithmetic": 6, "listops": 60}
 for _g in ("boolean", "arithmetic", "listops"):
     register(CircuitExperiment(_g, CPU_EPOCHS[_g]))
     register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g]))
