@@ -61,7 +61,8 @@ def main() -> None:
             if kind == "direct" and args.direct_steps:
                 sets.append(f"train.steps={args.direct_steps}")
             res = run_experiment(f"parity-{kind}", "cpu", seed=args.seed, overrides=sets,
-                                 out=root / f"{args.arch}-k{k}-{kind}", resume=True, progress=False)
+                                 out=root / f"{args.arch}-k{k}-{kind}", resume=True, progress=False,
+                                 report="none")
             m = res["metrics"]
             rows.append({"k": k, "kind": kind, "reached": bool(m.get("curriculum_done", 0.0)),
                          "samples": int(m.get("samples", 0)), "stages": int(m.get("stages_reached", 0)),

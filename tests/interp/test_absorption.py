@@ -61,7 +61,7 @@ def test_figures_of_a_constrained_logicot_run(tmp_path):
     torch.manual_seed(0)
     out = tmp_path / "run"
     res = run_experiment("parity-logicot", "smoke", overrides=["arch=constrained", "train.lr=0.1"], out=out,
-                         progress=False)
+                         progress=False, report="none")
     assert res["metrics"]["n_stages"] == 2
     run = load_run(out)
     stages = absorption_over_stages(run, n_examples=64, probes=False)

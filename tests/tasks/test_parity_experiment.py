@@ -47,7 +47,7 @@ def test_rollout_and_teacher_forcing_of_an_exact_model():
 def test_smoke_run_counts_samples_per_stage_and_resumes(tmp_path):
     out = tmp_path / "icot"
     sets = ["train.steps=60", "curriculum.stage_steps=20", "train.eval_every=10", "train.checkpoint_every=10"]
-    full = run_experiment("parity-icot", "smoke", overrides=sets, out=out, progress=False)
+    full = run_experiment("parity-icot", "smoke", overrides=sets, out=out, progress=False, report="none")
     m = full["metrics"]
     assert m["n_stages"] == 3 and m["samples"] == 60 * 64
     assert sum(m[f"samples_stage_{s}"] for s in range(int(m["stages_reached"]))) == m["samples"]
@@ -55,12 +55,14 @@ def test_smoke_run_counts_samples_per_stage_and_resumes(tmp_path):
     assert [e["stage"] for e in evals if e["step"] in (10, 30, 50)] == [0.0, 1.0, 2.0]
 
     part = tmp_path / "part"
-    run_experiment("parity-icot", "smoke", overrides=["train.steps=30"] + sets[1:], out=part, progress=False)
+    run_experiment("parity-icot", "smoke", overrides=["train.steps=30"] + sets[1:], out=part, progress=False,
+                   report="none")
     cfg = json.loads((part / "config.json").read_text())
     cfg["config"]["train"]["steps"] = 60  # continue the same run to the full budget
     (part / "config.json").write_text(json.dumps(cfg))
     (part / "results.json").unlink()
-    resumed = run_experiment("parity-icot", "smoke", overrides=sets, out=part, resume=True, progress=False)
+    resumed = run_experiment("parity-icot", "smoke", overrides=sets, out=part, resume=True, progress=False,
+                             report="none")
     for key in ("samples", "samples_stage_0", "samples_stage_1", "samples_stage_2", "test_acc"):
         assert resumed["metrics"][key] == m[key]
 
