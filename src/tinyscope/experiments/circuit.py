@@ -116,7 +116,7 @@ def _presets(grammar: str, cpu_epochs: int, baseline: bool = False) -> dict:
     stop = dict(stop_metric="train_step_exact", stop_threshold=1.0, stop_mode="max", stop_consecutive=3)
     return {
         "smoke": lambda: cls(epochs=1, task=_task(grammar, eval_depths=[3, 4], eval_per_depth=5,
-                                                  **({"depth2_samples": 300} if grammar == "listops" else {})),
+                                                  **({"depth2_samples": 300} if grammar != "boolean" else {})),
                              model=CircuitConfig(grammar=grammar),
                              train=_train(batch_size=500, eval_every=5, log_every=5),
                              eval=CircuitEvalConfig(train_eval_size=100, quick_depths=[3], quick_per_depth=5), **extra),
