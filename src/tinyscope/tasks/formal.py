@@ -23,7 +23,7 @@ depth just before the close) at the target position.
 
 **Most-Freq** (after Weiss et al.'s sort_by_most_freq): V source symbols with separated counts
 (all positive, adjacent gap >= g, requiring T >= V + g V (V-1) / 2), built as minimum counts
-``1 + g j`` plus sorted random extras (a uniform composition of the remainder), random symbol
+``1 + g j`` plus sorted random extras (each remaining token assigned to a uniform symbol), random symbol
 labels and a random order. Sequence: source, SEP, ranking (descending count, ties by first
 appearance); the targets are the ranking then EOS (V + 1 output tokens). Input ids: symbols
 ``0..V-1``, ``SEP = V``, ``EOS = V + 1`` (reserved: the model never reads it back) and
@@ -255,8 +255,7 @@ def separated_counts(rng: np.random.Generator, V: int, gap: int, T: int) -> np.n
     base = 1 + gap * np.arange(V)  # (V,) minimum counts
     extra = T - int(base.sum())
     check(extra >= 0, f"Most-Freq needs length >= {min_most_freq_length(V, gap)} for V={V}, gap={gap}; got {T}")
-    cuts = np.sort(rng.integers(0, extra + 1, size=V - 1))
-    parts = np.diff(np.concatenate([[0], cuts, [extra]]))  # a uniform composition of `extra`
+    parts = rng.multinomial(extra, np.full(V, 1.0 / V))  # each extra token goes to a uniform symbol
     return base + np.sort(parts)
 
 
