@@ -94,8 +94,9 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
                    report: str = "auto") -> dict:
     """Train (or continue) a run and write its directory; returns results.json's content.
 
-    report: RUN/report.html, "auto" (quick page for the smoke preset, every view otherwise),
-    "full", "quick" or "none"."""
+    report: RUN/report.html, "auto" (every view for 2-dimensional models outside the smoke preset,
+    the quick page with the experiment's own figures otherwise; `tinyscope viz` draws the PCA views
+    of wider models on demand), "full", "quick" or "none"."""
     exp = registry.get(name)
     if not getattr(exp, "trainable", True):
         raise ConfigError(f"{name} is compiled, not trained; write it with `tinyscope construct`")
@@ -131,8 +132,14 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     if report != "none":
         step = results["selected_step"] if results.get("selected_step") is not None else results["steps"]
         _write_report(Run(out, exp, preset, cfg, task, model, step),
-                      full=report == "full" or (report == "auto" and preset != "smoke"))
+                      full=report == "full" or (report == "auto" and preset != "smoke" and _is_planar(model)))
     return results
+
+
+def _is_planar(model: torch.nn.Module) -> bool:
+    """Whether the model's residual stream is 2-dimensional (the minimal-transformer family)."""
+    cfg = getattr(model, "cfg", None)
+    return getattr(cfg, "d_model", None) == 2
 
 
 def _write_report(run: "Run", full: bool) -> None:
