@@ -26,12 +26,15 @@ import numpy as np
 import torch
 
 
+def _as_index(batch: np.ndarray, pos: np.ndarray, keys: np.ndarray) -> tuple[torch.Tensor, ...]:
+    """Query rows (batch[i], pos[i]) and their key mask (Q, T) as tensors for advanced indexing."""
+    return torch.as_tensor(batch), torch.as_tensor(pos), torch.as_tensor(keys)
+
+
 def zero_and_renormalize(batch: np.ndarray, pos: np.ndarray, keys: np.ndarray,
                          heads: list[int] | None = None) -> Callable:
     """Hook for ``hook_pattern`` (B, H, T, T): zero ``keys`` (Q, T) bool in rows (batch[i], pos[i])."""
-    b = torch.as_tensor(batch)
-    n = torch.as_tensor(pos)
-    drop = torch.as_tensor(keys)
+    b, n, drop = _as_index(batch, pos, keys)
 
     def hook(pattern: torch.Tensor, hook=None) -> torch.Tensor:
         out = pattern.clone()
@@ -58,9 +61,7 @@ def clean_keys_values(model, tokens: torch.Tensor, last_layer: int) -> tuple[tor
 def drop_keys(batch: np.ndarray, pos: np.ndarray, keys: np.ndarray) -> Callable:
     """Hook for ``hook_attn_scores`` (B, H, T, T): -inf on ``keys`` (Q, T) in rows (batch[i], pos[i]);
     a row whose every visible key would be dropped is left unchanged."""
-    b = torch.as_tensor(batch)
-    n = torch.as_tensor(pos)
-    drop = torch.as_tensor(keys)
+    b, n, drop = _as_index(batch, pos, keys)
 
     def hook(scores: torch.Tensor, hook=None) -> torch.Tensor:
         out = scores.clone()
