@@ -29,15 +29,16 @@ def main() -> None:
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             wall0, cpu0 = time.perf_counter(), time.process_time()
-            res = run_experiment("plus-last-even", "cpu", seed=seed, out=f"{tmp}/run", progress=False,
+            res = run_experiment("plus-last-even", "cpu", seed=seed, out=f"{tmp}/run", progress=False, report="none",
                                  overrides=["train.eval_every=100", "train.stop_metric=rule_error",
                                             f"train.stop_threshold={args.target}", "train.eval_at_start=false"])
             wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         reached = res["stopped"] != "max_steps"
-        walls.append(wall if reached else float("inf"))
+        walls.append(res["wall_time"] if reached else float("inf"))
         print(f"seed {seed}: {'reached' if reached else 'NOT reached'} rule error "
-              f"{res['metrics']['rule_error']:.4f} at step {res['steps']} in {wall:.1f} s wall, {cpu:.1f} s CPU")
-    print(f"median wall time to rule error <= {args.target:.0%}: {statistics.median(walls):.1f} s "
+              f"{res['metrics']['rule_error']:.4f} at step {res['steps']}: training {res['wall_time']:.1f} s wall; "
+              f"with data, model and final evaluation {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
+    print(f"median training wall time to rule error <= {args.target:.0%}: {statistics.median(walls):.1f} s "
           f"over seeds {args.seeds} (target <= 60 s)")
 
 
