@@ -92,13 +92,13 @@ def kl_rows(q: np.ndarray | torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
     return (q * (torch.log(q.clamp_min(1e-12)) - logp)).sum(-1)
 
 
-def fit_soft_logreg(X: np.ndarray, Q: np.ndarray, l2: float, max_iter: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+def fit_soft_logreg(X: np.ndarray, Q: np.ndarray, l2: float, max_iter: int = 200) -> tuple[torch.Tensor, torch.Tensor]:
     """W (D, V), b (V) minimizing mean KL(Q || softmax(X W + b)) + l2 ||W||^2 by L-BFGS (float64)."""
     x = torch.as_tensor(X, dtype=torch.float64)
     q = torch.as_tensor(Q, dtype=torch.float64)
     W = torch.zeros(x.shape[1], q.shape[1], dtype=torch.float64, requires_grad=True)
     b = torch.zeros(q.shape[1], dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([W, b], lr=1.0, max_iter=max_iter, tolerance_grad=1e-9, tolerance_change=1e-12,
+    opt = torch.optim.LBFGS([W, b], lr=1.0, max_iter=max_iter, tolerance_grad=1e-7, tolerance_change=1e-10,
                             history_size=20, line_search_fn="strong_wolfe")
 
     def closure():
@@ -121,7 +121,7 @@ def soft_score(X: np.ndarray, Q: np.ndarray, W: torch.Tensor, b: torch.Tensor) -
     return float(1.0 - kl_probe / kl_unif.clamp_min(1e-12))
 
 
-def soft_probe(X: np.ndarray, Q: np.ndarray, fold: Fold, l2s=DEFAULT_L2, max_iter: int = 500) -> dict:
+def soft_probe(X: np.ndarray, Q: np.ndarray, fold: Fold, l2s=DEFAULT_L2, max_iter: int = 200) -> dict:
     """The k-gram predictive-distribution probe, regularization chosen on the val part."""
     Xtr, Xva, Xte = _standardize(X[fold.train], X[fold.val], X[fold.test])
     best = None
