@@ -102,18 +102,8 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
         raise ConfigError(f"{name} is compiled, not trained; write it with `tinyscope construct`")
     cfg = exp.config(preset, seed, overrides)
     out = Path(out) if out is not None else Path("runs") / f"{name}-{preset}-s{cfg.seed}"
-    if not dist_info().is_main:  # under torchrun only rank 0 touches the run directory
-        pass
-    elif (out / "config.json").exists():
-        if not resume:
-            raise ConfigError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-        s_exp, s_preset, s_cfg = read_config(out)
-        if (s_exp.name, s_preset) != (exp.name, preset) or to_dict(s_cfg) != to_dict(cfg):
-            raise ConfigError(f"{out} holds a run of {s_exp.name} --preset {s_preset} with another config; "
-                              f"resume it with the same experiment, preset, seed and --set values")
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        ckpt.atomic_write_json(out / "config.json", _config_record(exp, preset, cfg))
+    if dist_info().is_main:  # under torchrun only rank 0 touches the run directory
+        _prepare_run_dir(out, exp, preset, cfg, resume)
     if resume and dist_info().is_main and (out / "results.json").exists():
         log.info("%s is already complete", out)
         return json.loads((out / "results.json").read_text())
@@ -134,6 +124,20 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
         _write_report(Run(out, exp, preset, cfg, task, model, step),
                       full=report == "full" or (report == "auto" and preset != "smoke" and _is_planar(model)))
     return results
+
+
+def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool) -> None:
+    """Write config.json of a new run, or check that a resumed run has the same config."""
+    if (out / "config.json").exists():
+        if not resume:
+            raise ConfigError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+        s_exp, s_preset, s_cfg = read_config(out)
+        if (s_exp.name, s_preset) != (exp.name, preset) or to_dict(s_cfg) != to_dict(cfg):
+            raise ConfigError(f"{out} holds a run of {s_exp.name} --preset {s_preset} with another config; "
+                              f"resume it with the same experiment, preset, seed and --set values")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        ckpt.atomic_write_json(out / "config.json", _config_record(exp, preset, cfg))
 
 
 def _is_planar(model: torch.nn.Module) -> bool:
