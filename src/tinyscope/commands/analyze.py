@@ -15,6 +15,8 @@ def register(sub) -> None:
     p.add_argument("--n-traj", type=int, default=2000, help="fresh test trajectories (default 2000)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--checkpoint", default="best", help="best | last | a step number")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (default 1: the analysis is many small operations)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_analyze)
 
@@ -34,6 +36,11 @@ def cmd_analyze(args) -> int:
 
     if args.n_traj < 1:
         raise TinyscopeError(f"--n-traj={args.n_traj} must be >= 1")
+    if args.threads < 1:
+        raise TinyscopeError(f"--threads={args.threads} must be >= 1")
+    import torch
+
+    torch.set_num_threads(args.threads)
     which = args.checkpoint if args.checkpoint in ("best", "last") else int(args.checkpoint)
     run = load_run(args.run, which)
     cfg = AnalysisConfig(n_traj=args.n_traj, seed=args.seed, only=list(args.only or ANALYSES))
