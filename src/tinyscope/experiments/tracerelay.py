@@ -24,6 +24,8 @@ Tables: :func:`table1`, :func:`table3`, :func:`table4`, :func:`table5` take run 
 """
 from __future__ import annotations
 
+import abc
+
 import json
 import math
 from dataclasses import dataclass, field
@@ -226,8 +228,9 @@ class TraceRelayExperiment(Experiment):
         check(cfg.model.n_out == task.n_out, f"model.n_out={cfg.model.n_out} must be {task.n_out} for {self.name}")
         return TraceRelay(cfg.model)
 
+    @abc.abstractmethod
     def score(self, model, task, batch: Batch, cfg, final: bool) -> dict:
-        raise NotImplementedError
+        """The task's metrics of ``model`` on one evaluation batch (``final``: the full set of them)."""
 
     def evaluator(self, cfg, task):
         sets = {T: task.eval_set(T, cfg.eval.n_val, cfg.eval.val_seed) for T in cfg.eval.val_lengths}

@@ -14,6 +14,8 @@ pass draws each frame by moving the artists of one figure per movie and streams 
 """
 from __future__ import annotations
 
+import abc
+
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +78,7 @@ class _Panel:
             self.canvas.label(self.ax, pts, self.labels, size=self.fontsize)
 
 
-class _Movie:
+class _Movie(abc.ABC):
     """One movie: a figure whose moving parts :meth:`update` sets for a snapshot."""
 
     name = ""
@@ -90,8 +92,9 @@ class _Movie:
         w, h = self.fig.canvas.get_width_height()
         self.canvas.label(None, np.array([[w / 2, h - 4]]), [text], size=10, ha="center", va="top")
 
+    @abc.abstractmethod
     def update(self, snap: Snapshot, land=None) -> None:
-        raise NotImplementedError
+        """Move this movie's artists to the checkpoint ``snap`` (and its output landscape ``land``)."""
 
     def frame(self, snap: Snapshot, land=None) -> np.ndarray:
         self.update(snap, land)
