@@ -42,10 +42,11 @@ class TrainConfig:
     lr: float = 1e-3
     betas: list[float] | None = None           # None = (0.9, 0.999)
     weight_decay: float = 0.01
-    schedule: Literal["constant", "cosine", "linear"] = "constant"
+    schedule: Literal["constant", "cosine", "linear", "wsd"] = "constant"
     warmup_steps: int = 0
     warmup_start: float = 0.0                 # warmup starts at this fraction of lr
-    min_lr_ratio: float = 0.0                 # cosine / linear end point
+    min_lr_ratio: float = 0.0                 # cosine / linear / wsd end point
+    decay_fraction: float = 0.2               # wsd: the final fraction of steps that decays
     grad_clip: float = 1.0                    # 0 = off
     log_every: int = 50
     eval_every: int = 200
@@ -72,7 +73,8 @@ class TrainConfig:
         check(self.batch_size >= 1, f"train.batch_size={self.batch_size} must be >= 1")
         check(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
         check(self.weight_decay >= 0, f"train.weight_decay={self.weight_decay} must be >= 0")
-        check_choice("train.schedule", self.schedule, ("constant", "cosine", "linear"))
+        check_choice("train.schedule", self.schedule, ("constant", "cosine", "linear", "wsd"))
+        check(0 < self.decay_fraction <= 1, f"train.decay_fraction={self.decay_fraction} must lie in (0, 1]")
         check(self.warmup_steps >= 0, f"train.warmup_steps={self.warmup_steps} must be >= 0")
         check(0 <= self.warmup_start <= 1, f"train.warmup_start={self.warmup_start} must lie in [0, 1]")
         check(0 <= self.min_lr_ratio <= 1, f"train.min_lr_ratio={self.min_lr_ratio} must lie in [0, 1]")
@@ -248,7 +250,8 @@ class Trainer:
             ckpt.save_model(self.ckpt_dir / "step_000000.safetensors", self.model, step=0)
         while self.step < cfg.steps and not self.stop_rules.stopped:
             mult = lr_multiplier(self.step, total=cfg.steps, warmup_steps=cfg.warmup_steps,
-                                 warmup_start=cfg.warmup_start, kind=cfg.schedule, min_ratio=cfg.min_lr_ratio)
+                                 warmup_start=cfg.warmup_start, kind=cfg.schedule, min_ratio=cfg.min_lr_ratio,
+                                 decay_fraction=cfg.decay_fraction)
             for group in self.opt.param_groups:
                 group["lr"] = cfg.lr * mult
             batch = self._batch(self.step)
