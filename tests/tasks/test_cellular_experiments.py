@@ -1,12 +1,12 @@
 """The sih experiments: presets build, the paper models have the counts of Tables 11-12's shapes,
 and a smoke run trains, evaluates and renders its figure."""
-import json
-
+import numpy as np
 import pytest
 
 from tinyscope.experiments import registry
 from tinyscope.experiments.runner import build, load_run, run_experiment
-from tinyscope.experiments.sih import results_tables
+from tinyscope.report.records import read_run
+from tinyscope.report.tables import get_table
 
 
 def expected_count(d, ffn, heads_mlp, n_ctx, vocab=4):
@@ -52,5 +52,12 @@ def test_smoke_run_trains_evaluates_and_draws(tmp_path):
     run = load_run(tmp_path / "run")
     figs = run.experiment.figures(run)
     assert len(figs["rollout"].axes) == 3
-    table = results_tables([json.loads((tmp_path / "run" / "results.json").read_text())])
-    assert "Dedicated-heads" in table and f"{m['test_tf_cell_acc']:.4f}" in table
+    second = run_experiment("sih-eca-dedicated-det", "smoke", seed=1, out=tmp_path / "run1", progress=False)["metrics"]
+    runs = [read_run(tmp_path / "run"), read_run(tmp_path / "run1")]
+    table = get_table("sih-table13").build(runs)
+    assert table.headers == ["Task", "Arch.", "Preset", "n", "TF seq acc", "TF cell acc", "AR cell acc"]
+    (row,) = table.rows
+    assert row[:4] == ["1D V=2, k=3", "Dedicated-heads", "smoke", 2]
+    cells = [m["test_tf_cell_acc"], second["test_tf_cell_acc"]]
+    assert row[5].mean == pytest.approx(np.mean(cells)) and row[5].sd == pytest.approx(np.std(cells, ddof=1))
+    assert "Dedicated-heads" in table.to_markdown() and "1D V=2, k=3" in table.to_latex()

@@ -19,6 +19,7 @@ import torch
 
 from ..errors import check
 from ..models.transformer import Transformer, TransformerConfig
+from ..report.tables import Key, Metric, TableLayout, register_table
 from ..tasks.cellular import CellularConfig, CellularTask
 from ..train.trainer import TrainConfig
 from .base import Experiment
@@ -112,18 +113,19 @@ def paper_preset(setting: str, arch: str, regime: str):
 
 
 def cpu_preset(setting: str, arch: str, regime: str):
-    """Sized for 2 shared CPU cores: d_model 64, batch 32, AdamW 1e-2 (200 warmup steps, cosine
-    to 5%), GPT-2 initialization (std 0.02), 6000 steps; deterministic runs start with a short
-    horizon curriculum (T = 3 then 5 for 1000 batches each). What was tried and measured is in
-    docs/cellular.md."""
+    """Sized for 2 CPU cores: d_model 64, batch 32, GPT-2 initialization (std 0.02), AdamW 3e-3
+    with a warmup-stable-decay schedule (200 warmup steps, the full rate until the last quarter,
+    then a cosine to 5%), 24,000 steps (deterministic) / 12,000 (stochastic). The long stretch at
+    a constant rate is what lets the gather-and-match circuit form: runs whose rate decayed early
+    stalled near 0.8 (docs/cellular.md records what was tried)."""
     d = 64
-    curriculum = dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000]) if regime == "det" else {}
-    task = task_config(setting, regime, n_val=256, n_test=1024, **curriculum)
+    steps = 24000 if regime == "det" else 12000
+    task = task_config(setting, regime, n_val=256, n_test=1024)
     return lambda: SihRunConfig(
         task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
-        train=TrainConfig(steps=6000, batch_size=32, lr=1e-2, betas=[0.9, 0.99], weight_decay=0.1, schedule="cosine",
-                          warmup_steps=200, min_lr_ratio=0.05, grad_clip=1.0, eval_every=250, checkpoint_every=500,
-                          log_every=50, threads=1, **_select(regime)),
+        train=TrainConfig(steps=steps, batch_size=32, lr=3e-3, betas=[0.9, 0.99], weight_decay=0.1, schedule="wsd",
+                          warmup_steps=200, decay_fraction=0.25, min_lr_ratio=0.05, grad_clip=1.0, eval_every=500,
+                          checkpoint_every=1000, log_every=100, threads=1, **_select(regime)),
         eval=SihEvalConfig(n_ar=256))
 
 
@@ -221,44 +223,40 @@ TASK_LABELS = {"eca": "1D V=2, k=3", "v3": "1D V=3, k=3", "vn2d": "2D VN V=2, k=
 ARCH_LABELS = {"shared": "Shared-head", "dedicated": "Dedicated-heads"}
 
 
-def results_tables(results: list[dict]) -> str:
-    """Tables 13 (deterministic) and 14 (stochastic) from ``results.json`` contents of sih runs
-    (test split; one row per experiment, the mean when several seeds are given)."""
-    rows: dict[str, list[dict]] = {}
-    for r in results:
-        rows.setdefault(r["experiment"], []).append(r["metrics"])
+def _task_label(run) -> str:
+    return TASK_LABELS[run.experiment.split("-")[1]]
 
-    def mean(ms, key):
-        vals = [m[key] for m in ms if key in m]
-        return sum(vals) / len(vals) if vals else float("nan")
 
-    det = ["Table 13 (deterministic, held-out test rules)",
-           f"{'Task':<16}{'Arch.':<17}{'TF seq acc':>11}{'TF cell acc':>12}{'AR cell acc':>12}"]
-    sto = ["Table 14 (stochastic, held-out test trajectories)",
-           f"{'Task':<16}{'Arch.':<17}{'TF KL kg||m':>12}{'true||m':>9}{'TF cell acc (kgram)':>22}"
-           f"{'AR cell acc (kgram)':>22}{'AR KL kg||m':>12}"]
-    for setting in SETTINGS:
-        for arch in ("shared", "dedicated"):
-            label = (TASK_LABELS[setting], ARCH_LABELS[arch])
-            ms = rows.get(f"sih-{setting}-{arch}-det")
-            if ms:
-                det.append(f"{label[0]:<16}{label[1]:<17}{mean(ms, 'test_tf_seq_acc'):>11.4f}"
-                           f"{mean(ms, 'test_tf_cell_acc'):>12.4f}{mean(ms, 'test_ar_cell_acc'):>12.4f}")
-            ms = rows.get(f"sih-{setting}-{arch}-stoch")
-            if ms:
-                sto.append(f"{label[0]:<16}{label[1]:<17}{mean(ms, 'test_tf_kl_kgram'):>12.4f}"
-                           f"{mean(ms, 'test_tf_kl_true'):>9.4f}"
-                           f"{mean(ms, 'test_tf_cell_acc'):>13.4f} ({mean(ms, 'test_kgram_acc'):.4f})"
-                           f"{mean(ms, 'test_ar_cell_acc'):>13.4f} ({mean(ms, 'test_ar_cell_acc_kgram'):.4f})"
-                           f"{mean(ms, 'test_ar_kl_kgram'):>12.4f}")
-    return "\n".join(det + [""] + sto)
+def _arch_label(run) -> str:
+    return ARCH_LABELS[run.experiment.split("-")[2]]
+
+
+_ROWS = (Key("Task", _task_label, order=tuple(TASK_LABELS.values())),
+         Key("Arch.", _arch_label, order=tuple(ARCH_LABELS.values())),
+         Key("Preset", "preset"))
+
+TABLE13 = register_table(TableLayout(
+    name="sih-table13", caption="Table 13: deterministic evaluation on held-out test rules",
+    experiments=("sih-*-det",), rows=_ROWS,
+    metrics=(Metric("TF seq acc", "test_tf_seq_acc", digits=4), Metric("TF cell acc", "test_tf_cell_acc", digits=4),
+             Metric("AR cell acc", "test_ar_cell_acc", digits=4)),
+    description="spatial induction heads, App. I.4 Table 13 (mean ± sample SD over seeds)"))
+
+TABLE14 = register_table(TableLayout(
+    name="sih-table14", caption="Table 14: stochastic evaluation on held-out test trajectories",
+    experiments=("sih-*-stoch",), rows=_ROWS,
+    metrics=(Metric("TF KL kg||m", "test_tf_kl_kgram", digits=4), Metric("TF KL true||m", "test_tf_kl_true", digits=4),
+             Metric("TF cell acc", "test_tf_cell_acc", digits=4), Metric("(kgram)", "test_kgram_acc", digits=4),
+             Metric("AR cell acc", "test_ar_cell_acc", digits=4), Metric("(kgram)", "test_ar_cell_acc_kgram", digits=4),
+             Metric("AR KL kg||m", "test_ar_kl_kgram", digits=4)),
+    description="spatial induction heads, App. I.4 Table 14 (mean ± sample SD over seeds)"))
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m tinyscope.experiments.sih RUN_DIR ...``: print Tables 13 and 14;
+    """``python -m tinyscope.experiments.sih RUN_DIR ...``: print Tables 13 and 14 (the same as
+    ``tinyscope report DIR --table sih-table13``);
     ``... --figure RUN_DIR ...``: write each ECA run's Figure 1 rollout to RUN_DIR/figures/rollout.png;
     ``... --figure1 DET_RUN STOCH_RUN OUT.png``: both rows of Figure 1 (Rule 110, Stavskaya) in one figure."""
-    import json
     import sys
     from pathlib import Path
 
@@ -281,8 +279,12 @@ def main(argv: list[str] | None = None) -> None:
                 fig.savefig(d / "figures" / f"{name}.png", dpi=130)
                 print(d / "figures" / f"{name}.png")
         return
-    results = [json.loads((d / "results.json").read_text()) for d in map(Path, args) if (d / "results.json").exists()]
-    print(results_tables(results))
+    from ..report.records import read_run
+
+    runs = [read_run(d) for d in map(Path, args) if (d / "results.json").exists()]
+    for layout in (TABLE13, TABLE14):
+        if layout.select(runs):
+            print(layout.build(runs).to_markdown(), end="\n\n")
 
 
 if __name__ == "__main__":
