@@ -1,13 +1,11 @@
 """TraceRelay experiments: registration, determinism, the final-position objective, greedy
-Most-Freq decoding against a full re-forward, and the paper-layout tables."""
+Most-Freq decoding against a full re-forward (the paper tables: tests/experiments/test_tracerelay_tables.py)."""
 import numpy as np
-import pytest
 import torch
 
 from tinyscope.experiments import registry
 from tinyscope.experiments.runner import run_experiment
-from tinyscope.experiments.tracerelay import (final_position_loss, greedy_most_freq, table1, table3, table4,
-                                              table5)
+from tinyscope.experiments.tracerelay import final_position_loss, greedy_most_freq
 from tinyscope.models.tracerelay import TraceRelay, TraceRelayConfig
 from tinyscope.tasks.formal import MostFreq, MostFreqConfig
 
@@ -75,29 +73,3 @@ def test_greedy_generation_with_bounded_state_matches_full_reforward():
         slow.append(out)
         seq = torch.cat([seq, torch.where(out == task.EOS_OUT, task.EOS, out)[:, None]], 1)
     assert np.array_equal(fast, torch.stack(slow, 1).numpy())
-
-
-def _summary(task, inherit, dc, seed, metrics, best=250, final=500, stopped="max_steps"):
-    return {"task": task, "inherit": inherit, "d_c": dc, "seed": seed, "metrics": metrics, "best": best,
-            "final": final, "stopped": stopped, "tokens": 1_234_567, "minutes": 2.5, "params": 295_875}
-
-
-def test_tables_have_the_paper_layout():
-    runs = [_summary("Equal Repeats", "On", 64, s, {"acc@256": a, "acc@1024": 0.34}) for s, a in
-            [(42, 0.99), (43, 0.98)]]
-    runs.append(_summary("Equal Repeats", "Off", 64, 42, {"acc@256": 0.51, "acc@1024": 0.37}))
-    dyck_metrics = {"dist1-8_n@4096": 10.0, "dist1-8_acc@4096": 0.9, "dist9-16_n@4096": 0.0,
-                    "depth1_n@4096": 10.0, "depth1_acc@4096": 0.5, "acc@256": 0.98, "acc@1024": 0.93}
-    runs.append(_summary("Dyck", "On", 64, 42, dyck_metrics))
-    runs.append(_summary("Most-Freq", "On", 16, 42, {"acc@1024": 0.7, "top1@1024": 0.9, "top2@1024": 0.8,
-                                                       "set_exact@1024": 0.85, "termination@1024": 0.95,
-                                                       "base_suffix32_exact@1024": 0.0127, "acc@256": 0.99}))
-    t1 = table1(runs)
-    assert "| Equal Repeats | On | 64 | 98.50 ± 0.71 | 34.00 ± 0.00 | 2 |" in t1
-    assert t1.index("| Equal Repeats | On") < t1.index("| Equal Repeats | Off") < t1.index("| Dyck") < t1.index("Most-Freq")
-    t3 = table3(runs)
-    assert "| 1-8 | 10 | 90.00 |" in t3 and "| 9-16 | 0 | – |" in t3 and "| Depth 1 | 10 | 50.00 |" in t3
-    t4 = table4(runs)
-    assert "| Full exact | 70.00 |" in t4 and "| Suffix frequency (32) | 1.27 |" in t4
-    t5 = table5(runs)
-    assert "| ER / On | 64 | 42 | 250 | 500† | 1.23 | 2.5 | 295,875 |" in t5

@@ -18,29 +18,28 @@ selection, tie-break and stopping metrics. Final evaluation adds OOD lengths, Dy
 (``dist{bin}_acc@T`` / ``dist{bin}_n@T``, ``depth{d}_acc@T`` / ``depth{d}_n@T``; empty bins are
 omitted, not zero) and Most-Freq diagnostics and shortcut baselines.
 
-Tables: :func:`table1`, :func:`table3`, :func:`table4`, :func:`table5` take run summaries
-(:func:`summarize_run`) and return Markdown in the layout of the paper's Tables 1, 3, 4, 5;
-:func:`tables` renders all of them for a list of run directories.
+Tables: the layouts of the paper's Tables 1, 3, 4 and 5 are registered as ``tracerelay-table1``,
+``tracerelay-table3``, ``tracerelay-table4`` and ``tracerelay-table5``, so that
+``tinyscope report DIR --table tracerelay-table1`` prints them (mean ± sample SD over seeds) from
+the runs under DIR.
 """
 from __future__ import annotations
 
 import abc
-
 import json
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..errors import check
+from ..report.records import RunRecord
+from ..report.tables import FunctionTable, Key, Metric, Table, TableLayout, register_table
 from ..models.tracerelay import TraceRelay, TraceRelayConfig
 from ..tasks.base import Batch, fingerprint
-from ..tasks.formal import (BoundedDyck, DyckConfig, EqualRepeats, EqualRepeatsConfig, MostFreq, MostFreqConfig,
-                            dyck_slices)
+from ..tasks.formal import (DISTANCE_BINS, BoundedDyck, DyckConfig, EqualRepeats, EqualRepeatsConfig, MostFreq,
+                            MostFreqConfig, distance_bin_label, dyck_slices)
 from ..train.trainer import TrainConfig
 from .base import Experiment
 from .registry import register
@@ -352,8 +351,12 @@ def _smoke_train(**kw) -> TrainConfig:
 
 
 def _cpu_train(**kw) -> TrainConfig:
-    """Sized for 2 shared CPU cores: the paper's rule with a 1e-3 rate and batch 32."""
-    return paper_train(**{**dict(steps=6000, batch_size=32, lr=1e-3, eval_every=250, checkpoint_every=250), **kw})
+    """Sized for 2 shared CPU cores (about 30 minutes a run): the paper's stopping and selection
+    rules with a 1e-3 rate (3e-3 collapsed to chance by update 500), batch 32 and a 7,000-update
+    cap; warmup-stable-decay, the last 30% a cosine down to 5% of the rate, so that the constant
+    stretch is long and the end is not left at full-rate noise."""
+    return paper_train(**{**dict(steps=7000, batch_size=32, lr=1e-3, schedule="wsd", decay_fraction=0.3,
+                                 min_lr_ratio=0.05, eval_every=250, checkpoint_every=250), **kw})
 
 
 _SMOKE_EVAL = dict(n_val=16, n_final=16, batch_size=16)
@@ -436,123 +439,70 @@ def length_figure(metrics: dict, n_classes: int | None, title: str):
 
 
 # ----------------------------------------------------------------------------- tables
-TASK_LABEL = {"tracerelay-equal-repeats": ("Equal Repeats", "On"),
-              "tracerelay-equal-repeats-no-inheritance": ("Equal Repeats", "Off"),
-              "tracerelay-dyck": ("Dyck", "On"), "tracerelay-most-freq": ("Most-Freq", "On")}
+TASK_NAMES = {"tracerelay-equal-repeats": "Equal Repeats", "tracerelay-equal-repeats-no-inheritance": "Equal Repeats",
+              "tracerelay-dyck": "Dyck", "tracerelay-most-freq": "Most-Freq"}
 TASK_SHORT = {"Equal Repeats": "ER", "Dyck": "Dyck", "Most-Freq": "MF"}
+PAPER_WIDTHS = (64, 32, 16)
 
 
-def summarize_run(path: str | Path) -> dict:
-    """What the tables need from one run directory: task, inheritance, d_c, seed, metrics,
-    steps (selected / final), tokens, minutes and parameter count."""
-    path = Path(path)
-    record = json.loads((path / "config.json").read_text())
-    results = json.loads((path / "results.json").read_text())
-    cfg = record["config"]
-    tokens = 0
-    if (path / "metrics.jsonl").exists():
-        for line in (path / "metrics.jsonl").read_text().splitlines():
-            rec = json.loads(line) if line.strip() else {}
-            tokens = rec.get("tokens", tokens)
-    task, inherit = TASK_LABEL.get(record["experiment"], (record["experiment"], "On"))
-    d = cfg["model"]["d_trace"]
-    return {"task": task, "inherit": inherit, "d_c": d[len(d) // 2], "seed": cfg["seed"],
-            "metrics": results["metrics"], "best": results.get("selected_step"), "final": results["steps"],
-            "stopped": results.get("stopped", ""), "tokens": tokens, "minutes": results["wall_time"] / 60,
-            "params": results.get("n_parameters")}
+def middle_width(run: RunRecord) -> int:
+    """d_c: the trace width of the middle layer (Sec. 3: widths [64, d_c, 64])."""
+    widths = run.value("model.d_trace")
+    return int(widths[len(widths) // 2])
 
 
-def mean_sd(values: list[float], scale: float = 100.0) -> str:
-    """``mean ± sample SD`` in percent; a single value has no SD; no values give an en dash."""
-    vals = [v * scale for v in values if v is not None and not math.isnan(v)]
-    if not vals:
-        return "–"
-    if len(vals) == 1:
-        return f"{vals[0]:.2f}"
-    return f"{np.mean(vals):.2f} ± {np.std(vals, ddof=1):.2f}"
+_TASK = Key("Task", "experiment", labels=TASK_NAMES, order=("Equal Repeats", "Dyck", "Most-Freq"))
+_INHERIT = Key("Phase inheritance", "model.inherit", labels={True: "On", False: "Off"}, order=("On", "Off"))
+_WIDTH = Key("d_c", middle_width, descending=True)
+_WIDTH_COLUMN = Key("d_c", lambda r: f"d_c={middle_width(r)}", order=tuple(f"d_c={w}" for w in PAPER_WIDTHS))
 
 
-def _groups(summaries: list[dict], keys: tuple[str, ...]) -> dict:
-    out: dict = {}
-    for s in summaries:
-        out.setdefault(tuple(s[k] for k in keys), []).append(s)
-    return out
+def _percent(label: str, name: str, count: str | None = None) -> Metric:
+    return Metric(label, name, scale=100, digits=2, count=count)
 
 
-def _md(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
-    return "\n".join(lines)
+TABLE1 = register_table(TableLayout(
+    name="tracerelay-table1", experiments=("tracerelay-*",), rows=(_TASK, _INHERIT, _WIDTH),
+    caption="Best-checkpoint test results, mean ± sample SD over seeds (percent). ID is T = 256 and OOD is "
+            "T = 1024 for every task: accuracy (Equal Repeats), close accuracy (Dyck), greedy exact (Most-Freq).",
+    metrics=(_percent("ID: 256", "acc@256"), _percent("OOD: 1024", "acc@1024"))))
+
+TABLE3 = register_table(TableLayout(
+    name="tracerelay-table3", experiments=("tracerelay-dyck",), rows=(_WIDTH_COLUMN,), transpose=True,
+    caption="Dyck diagnostics at T = 4096: percent close accuracy by matching distance and pre-close depth, "
+            "mean ± sample SD; Closes counts the targets of the common evaluation set. Empty bins show –.",
+    metrics=tuple(_percent(distance_bin_label(lo, hi).replace("-", "–"), f"dist{distance_bin_label(lo, hi)}_acc@4096",
+                           count=f"dist{distance_bin_label(lo, hi)}_n@4096") for lo, hi in DISTANCE_BINS)
+    + tuple(_percent(f"Depth {d}", f"depth{d}_acc@4096", count=f"depth{d}_n@4096") for d in range(1, 11)),
+    count_header="Closes", metric_header="Slice"))
+
+TABLE4 = register_table(TableLayout(
+    name="tracerelay-table4", experiments=("tracerelay-most-freq",), rows=(_WIDTH_COLUMN,), transpose=True,
+    caption="Most-Freq diagnostics at T = 1024 (percent, mean ± sample SD), with the three shortcut baselines "
+            "(exact ranking + EOS).",
+    metrics=(_percent("Full exact", "acc@1024"), _percent("Top-1", "top1@1024"),
+             _percent("Top-2 prefix", "top2@1024"), _percent("Set exact", "set_exact@1024"),
+             _percent("Termination", "termination@1024"),
+             _percent("Suffix frequency (32)", "base_suffix32_exact@1024"),
+             _percent("First appearance", "base_first_exact@1024"), _percent("Fixed order", "base_fixed_exact@1024"))))
 
 
-def table1(summaries: list[dict], id_len: int = 256, ood_len: int = 1024) -> str:
-    """Table 1: best-checkpoint test results per task / inheritance / d_c, mean ± SD over seeds."""
-    order = {"Equal Repeats": 0, "Dyck": 1, "Most-Freq": 2}
-    groups = _groups(summaries, ("task", "inherit", "d_c"))
+def _exposure_table(runs: list[RunRecord]) -> Table:
+    """One row per run: selected and final update (dagger: the cap was reached without the
+    stopping rule), training tokens, training-loop minutes (validation included) and parameters."""
     rows = []
-    for (task, inherit, dc) in sorted(groups, key=lambda g: (order.get(g[0], 9), g[1] == "Off", -g[2])):
-        runs = groups[(task, inherit, dc)]
-        rows.append([task, inherit, dc, mean_sd([r["metrics"].get(f"acc@{id_len}") for r in runs]),
-                     mean_sd([r["metrics"].get(f"acc@{ood_len}") for r in runs]), len(runs)])
-    return _md(["Task", "Phase inheritance", "d_c", f"ID: {id_len}", f"OOD: {ood_len}", "seeds"], rows)
+    for r in sorted(runs, key=lambda r: (_TASK.sort_key(_TASK.of(r)), _INHERIT.sort_key(_INHERIT.of(r)),
+                                         -middle_width(r), r.seed)):
+        results = json.loads((r.path / "results.json").read_text())
+        dagger = "†" if results.get("stopped") == "max_steps" else ""
+        best = f"{r.selected_step:,}" if r.selected_step is not None else "–"
+        rows.append([f"{TASK_SHORT[_TASK.of(r)]} / {_INHERIT.of(r)}", middle_width(r), r.seed, best,
+                     f"{r.steps:,}{dagger}", f"{(r.tokens or 0) / 1e6:.2f}", f"{(r.wall_time or 0) / 60:.1f}",
+                     f"{results.get('n_parameters', 0):,}"])
+    return Table(["Task / inheritance", "d_c", "Seed", "Best", "Final", "Tokens (M)", "Min.", "Params"], rows)
 
 
-def table3(summaries: list[dict], length: int = 4096) -> str:
-    """Table 3: Dyck close accuracy by matching distance and pre-close depth at ``length``."""
-    from ..tasks.formal import DISTANCE_BINS, distance_bin_label
-
-    dyck = [s for s in summaries if s["task"] == "Dyck"]
-    groups = _groups(dyck, ("d_c",))
-    widths = sorted((g[0] for g in groups), reverse=True)
-    max_depth = max((int(k[5:].split("_")[0]) for s in dyck for k in s["metrics"]
-                     if k.startswith("depth") and k.endswith(f"_n@{length}")), default=0)
-    names = [(f"dist{distance_bin_label(lo, hi)}", distance_bin_label(lo, hi)) for lo, hi in DISTANCE_BINS]
-    names += [(f"depth{d}", f"Depth {d}") for d in range(1, max_depth + 1)]
-    rows = []
-    for key, label in names:
-        counts = [s["metrics"].get(f"{key}_n@{length}") for s in dyck]
-        count = int(counts[0]) if counts and counts[0] is not None else 0
-        rows.append([label, f"{count:,}"] + [mean_sd([s["metrics"].get(f"{key}_acc@{length}") for s in groups[(w,)]])
-                                             for w in widths])
-    return _md(["Slice", "Closes"] + [f"d_c={w}" for w in widths], rows)
-
-
-def table4(summaries: list[dict], length: int = 1024) -> str:
-    """Table 4: Most-Freq diagnostics at ``length`` (full exact, top-1, top-2, set, termination)."""
-    mf = [s for s in summaries if s["task"] == "Most-Freq"]
-    groups = _groups(mf, ("d_c",))
-    widths = sorted((g[0] for g in groups), reverse=True)
-    metrics = [("acc", "Full exact"), ("top1", "Top-1"), ("top2", "Top-2 prefix"), ("set_exact", "Set exact"),
-               ("termination", "Termination")]
-    rows = [[label] + [mean_sd([s["metrics"].get(f"{key}@{length}") for s in groups[(w,)]]) for w in widths]
-            for key, label in metrics]
-    base = [("base_suffix32_exact", "Suffix frequency (32)"), ("base_first_exact", "First appearance"),
-            ("base_fixed_exact", "Fixed order")]
-    rows += [[label] + [mean_sd([s["metrics"].get(f"{key}@{length}") for s in groups[(w,)]]) for w in widths]
-             for key, label in base if any(f"{key}@{length}" in s["metrics"] for s in mf)]
-    return _md(["Metric"] + [f"d_c={w}" for w in widths], rows)
-
-
-def table5(summaries: list[dict]) -> str:
-    """Table 5: training exposure per run (selected and final update, tokens, minutes, params)."""
-    order = {"Equal Repeats": 0, "Dyck": 1, "Most-Freq": 2}
-    rows = []
-    for s in sorted(summaries, key=lambda s: (order.get(s["task"], 9), s["inherit"] == "Off", -s["d_c"], s["seed"])):
-        dagger = "†" if s["stopped"] == "max_steps" else ""
-        rows.append([f"{TASK_SHORT.get(s['task'], s['task'])} / {s['inherit']}", s["d_c"], s["seed"],
-                     f"{s['best']:,}" if s["best"] is not None else "–", f"{s['final']:,}{dagger}",
-                     f"{s['tokens'] / 1e6:.2f}", f"{s['minutes']:.1f}", f"{s['params']:,}"])
-    return _md(["Task / inheritance", "d_c", "Seed", "Best", "Final", "Tokens (M)", "Min.", "Params"], rows)
-
-
-def tables(run_dirs: list[str | Path]) -> str:
-    """Tables 1, 3, 4 and 5 (those with data) for a set of TraceRelay run directories."""
-    summaries = [summarize_run(p) for p in run_dirs if (Path(p) / "results.json").exists()]
-    parts = ["### Table 1", table1(summaries)]
-    for task, title, fn, want in (("Dyck", "Table 3", table3, 4096), ("Most-Freq", "Table 4", table4, 1024)):
-        lengths = {int(k.split("@")[1]) for s in summaries if s["task"] == task for k in s["metrics"] if "@" in k}
-        if lengths:
-            T = want if want in lengths else max(lengths)
-            parts += [f"### {title} (T = {T})", fn(summaries, T)]
-    parts += ["### Table 5", table5(summaries)]
-    return "\n\n".join(parts)
+TABLE5 = register_table(FunctionTable(
+    name="tracerelay-table5", experiments=("tracerelay-*",), build_fn=_exposure_table,
+    caption="Training exposure per run: selected (Best) and stopping (Final) update, † = update cap reached, "
+            "training tokens, training-loop minutes including validation, parameters."))
