@@ -420,6 +420,30 @@ def validation_figure(records: list[dict], title: str):
     return fig
 
 
+def curves_figure(histories: dict[str, list[dict]], metrics: tuple[str, ...] = ("acc@256", "id_acc"),
+                  title: str = "Equal Repeats: phase inheritance on / off"):
+    """Validation curves of several runs on one axis (Fig. 5 style): for each run label, each
+    metric in percent against the update; 1/3 chance and the 99% stopping line dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    styles = ["-", "--", ":", "-."]
+    for color, (label, records) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], histories.items()):
+        evals = [r for r in records if r.get("split") == "eval"]
+        for style, metric in zip(styles, metrics):
+            ax.plot([r["step"] for r in evals], [100 * r.get(metric, float("nan")) for r in evals], style,
+                    color=color, lw=1.5, label=f"{label}: {metric}")
+    ax.axhline(100 / 3, ls=":", color="gray", lw=1)
+    ax.axhline(99, ls="--", color="gray", lw=1)
+    ax.set(xlabel="update", ylabel="validation accuracy (%)", title=title, ylim=(0, 100))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def length_figure(metrics: dict, n_classes: int | None, title: str):
     """Final accuracy against evaluation length (Figs. 2-4 style), with the 1/n chance line."""
     import matplotlib
