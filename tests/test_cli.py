@@ -41,6 +41,8 @@ def test_every_experiment_module_imports():
     (["run", "plus-last-even", "--seed", "x"], "argument --seed: invalid int value"),
     (["eval", "/nonexistent/run"], "is not a run directory"),
     (["frobnicate"], "invalid choice"),
+    (["analyze", "/nonexistent/run", "--only", "tnse"], "--only 'tnse' is not an analysis"),
+    (["analyze", "/nonexistent/run", "--checkpoint", "final"], "must be best, last or a step number"),
 ])
 def test_bad_input_prints_one_line_and_exits_2(capsys, argv, needle, tmp_path):
     code, out, err = run_cli(capsys, *argv)
@@ -76,3 +78,15 @@ def test_console_script_error_is_one_line():
     proc = subprocess.run([sys.executable, "-m", "tinyscope.cli", "run", "nope"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "unknown experiment 'nope'" in proc.stderr
+
+
+def test_help_does_not_import_torch():
+    """`tinyscope --help` and argument parsing stay instant: commands import their heavy modules
+    only when they run."""
+    import subprocess
+    import sys
+
+    code = "import sys; from tinyscope.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+

@@ -7,11 +7,10 @@ import sys
 
 
 def register(sub) -> None:
-    from ..interp.ca_analysis import ANALYSES
-
     p = sub.add_parser("analyze", help="mechanistic analysis of a run (alignment, ablation, probes, t-SNE)")
     p.add_argument("run")
-    p.add_argument("--only", nargs="+", choices=ANALYSES, default=None, help="run only these analyses")
+    p.add_argument("--only", nargs="+", default=None, metavar="ANALYSIS",
+                   help="run only these: attention alignment ablation probes tsne")
     p.add_argument("--n-traj", type=int, default=2000, help="fresh test trajectories (default 2000)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--checkpoint", default="best", help="best | last | a step number")
@@ -38,6 +37,11 @@ def cmd_analyze(args) -> int:
         raise TinyscopeError(f"--n-traj={args.n_traj} must be >= 1")
     if args.threads < 1:
         raise TinyscopeError(f"--threads={args.threads} must be >= 1")
+    unknown = [a for a in args.only or () if a not in ANALYSES]
+    if unknown:
+        raise TinyscopeError(f"--only {unknown[0]!r} is not an analysis; choose from {', '.join(ANALYSES)}")
+    if args.checkpoint not in ("best", "last") and not args.checkpoint.isdigit():
+        raise TinyscopeError(f"--checkpoint={args.checkpoint!r} must be best, last or a step number")
     import torch
 
     torch.set_num_threads(args.threads)
