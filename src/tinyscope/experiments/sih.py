@@ -115,11 +115,11 @@ def paper_preset(setting: str, arch: str, regime: str):
 def cpu_preset(setting: str, arch: str, regime: str):
     """Sized for 2 CPU cores: d_model 64, batch 32, GPT-2 initialization (std 0.02), AdamW 3e-3
     with a warmup-stable-decay schedule (200 warmup steps, the full rate until the last quarter,
-    then a cosine to 5%), 24,000 steps (deterministic) / 12,000 (stochastic). The long stretch at
+    then a cosine to 5%), 24,000 steps (deterministic) / 10,000 (stochastic). The long stretch at
     a constant rate is what lets the gather-and-match circuit form: runs whose rate decayed early
     stalled near 0.8 (docs/cellular.md records what was tried)."""
     d = 64
-    steps = 24000 if regime == "det" else 12000
+    steps = 24000 if regime == "det" else 10000
     task = task_config(setting, regime, n_val=256, n_test=1024)
     return lambda: SihRunConfig(
         task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
