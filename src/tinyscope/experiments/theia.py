@@ -27,6 +27,7 @@ from ..errors import check
 from ..interp.theia_analysis import (CHAIN_LENGTHS, chain_accuracy, chain_figure, patch_order_verdict,
                                      probe_boundaries, rule_accuracies, rules_passed)
 from ..models.theia import ChainModel, TheiaModelConfig, build_theia_model, predict
+from ..report.tables import Key, Metric, TableLayout, register_table
 from ..tasks.kleene import RULES_12, RULES_39, KleeneConfig, KleeneTask, sample_chains
 from ..train.trainer import TrainConfig
 from .base import Experiment
@@ -321,3 +322,30 @@ class TheiaChainExperiment(RecordExperiment):
 
 register(TheiaKleeneExperiment())
 register(TheiaChainExperiment())
+
+
+# ====================================================================== paper tables
+ARCH_LABELS = {"theia": "THEIA", "theia_step": "THEIA step", "flat_mlp": "flat MLP", "transformer": "transformer"}
+_MODEL = Key("Model", "model.arch", labels=ARCH_LABELS, order=tuple(ARCH_LABELS.values()))
+
+RULE_TABLE = register_table(TableLayout(
+    name="theia-rules", caption="Per-rule accuracy (%) on the 39-rule doubly fixed harness, 10,000 records per rule",
+    experiments=("theia-kleene",), rows=(_MODEL, Key("Seed", "seed")), transpose=True, metric_header="Rule",
+    metrics=tuple(Metric(r.name, f"rule39/{r.name}", scale=100, digits=2) for r in RULES_39)
+    + (Metric("rules > 99% (of 39)", "rule39_passed", digits=0), Metric("Unknown rules > 99% (of 12)", "rule12_passed", digits=0),
+       Metric("test accuracy", "test_acc", scale=100, digits=2)),
+    description="THEIA App. A: the 39 K3 rules per model and seed (Sec. 1.2 of seed003-details)"))
+
+def _chain_model(run) -> str:
+    """The chain comparator's name; the flat MLP with its hidden width (512: 0.80M, 1243: 2.75M)."""
+    arch = run.config.get("model.arch")
+    hidden = f" (hidden {run.config.get('model.flat_hidden')})" if arch == "flat_mlp" else ""
+    return ARCH_LABELS.get(arch, arch) + hidden
+
+
+CHAIN_TABLE = register_table(TableLayout(
+    name="theia-chain", caption="mod-3 chain: final-step accuracy (%) by chain length",
+    experiments=("theia-chain",), rows=(Key("Model", _chain_model),),
+    metrics=(Metric("step", "step_acc", scale=100, digits=2),)
+    + tuple(Metric(f"{L} steps", f"chain_acc/{L}", scale=100, digits=2) for L in CHAIN_LENGTHS),
+    description="THEIA Sec. 4.4: length generalisation of the three-phase chain (mean ± SD over seeds)"))
