@@ -58,6 +58,7 @@ class KleeneRunConfig:
     model: TheiaModelConfig = field(default_factory=TheiaModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: KleeneEvalConfig = field(default_factory=KleeneEvalConfig)
+    bf16: bool = False            # bfloat16 autocast of the training forward (CPU too); evaluation stays FP32
 
     def __post_init__(self):
         check(self.task.variant == "four_domain", "theia-kleene uses task.variant=four_domain (theia-chain is the chain)")
@@ -77,12 +78,15 @@ KLEENE_PRESETS = {
         task=KleeneConfig(n_test=256),
         train=_four_domain_train(steps=12, batch_size=32, eval_every=6, log_every=6),
         eval=KleeneEvalConfig(n_check_per_rule=16, n_final_per_rule=16, n_patch_pairs=32)),
-    # One core: batch 256 (more updates per second than 4096; lr 2e-3 diverges at this batch),
-    # cosine over 6000 steps, a 12-rule check (1,000 records per rule) every 300 steps.
+    # One core, ~30 min: batch 2048 (at batch 256 the gradient noise hides the weak signal of the
+    # set lookup S[c], and training sits on an 83% plateau; per record 2048 learns ~2x faster),
+    # bf16 autocast (1.7x the records per second), the paper's lr 1e-3 held constant
+    # (warmup-stable-decay, the last 25% decaying to 1e-5), a 12-rule check every 100 steps.
     "cpu": lambda: KleeneRunConfig(
-        task=KleeneConfig(n_test=20_000),
-        train=_four_domain_train(steps=6000, batch_size=256, lr=1e-3, min_lr_ratio=0.01, eval_every=300,
-                                 log_every=50, checkpoint_every=600, threads=1),
+        task=KleeneConfig(n_test=20_000), bf16=True,
+        train=_four_domain_train(steps=3500, batch_size=2048, lr=1e-3, schedule="wsd", warmup_steps=50,
+                                 decay_fraction=0.25, min_lr_ratio=0.01, eval_every=100, log_every=50,
+                                 checkpoint_every=500, threads=1),
         eval=KleeneEvalConfig(n_check_per_rule=1000, n_final_per_rule=10_000, n_probe=20_000)),
     # Table 1: 2M records split 80/20, batch 4096, 200 epochs of 391 steps, cosine to 1e-5, a
     # Kleene check every 5 epochs (the paper's timing used every 20).
@@ -94,13 +98,17 @@ KLEENE_PRESETS = {
 }
 
 
-def weighted_label_loss(weights: list[float], head=None):
-    """Objective: class-weighted cross-entropy of the model's (B, 3) logits against meta label."""
+def weighted_label_loss(weights: list[float], head=None, bf16: bool = False):
+    """Objective: class-weighted cross-entropy of the model's (B, 3) logits against meta label.
+    ``bf16``: the forward pass under bfloat16 autocast on the model's device, CPU included (the
+    paper trains with FP16 AMP; about 1.8x the samples per second on a CPU with AVX512-BF16)."""
     w = torch.tensor(weights, dtype=torch.float32)
 
     def loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
         net = head(model) if head else model
-        logits = net(batch["tokens"]).float()  # (B, 3)
+        device = batch["tokens"].device.type
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            logits = net(batch["tokens"]).float()  # (B, 3)
         return F.cross_entropy(logits, batch["label"], weight=w.to(logits.device))
 
     return loss
@@ -131,7 +139,7 @@ class TheiaKleeneExperiment(RecordExperiment):
     presets = KLEENE_PRESETS
 
     def objective(self, cfg: KleeneRunConfig, task: KleeneTask):
-        return weighted_label_loss(cfg.eval.class_weights)
+        return weighted_label_loss(cfg.eval.class_weights, bf16=cfg.bf16)
 
     def evaluator(self, cfg: KleeneRunConfig, task: KleeneTask):
         clock: dict[str, float] = {}
@@ -205,6 +213,7 @@ class ChainRunConfig:
     model: TheiaModelConfig = field(default_factory=lambda: TheiaModelConfig(arch="theia_step"))
     train: TrainConfig = field(default_factory=TrainConfig)
     chain: ChainProtocolConfig = field(default_factory=ChainProtocolConfig)
+    bf16: bool = False            # bfloat16 autocast of the phase-1 training forward (CPU too)
 
     def __post_init__(self):
         check(self.task.variant == "chain", "theia-chain uses task.variant=chain")
@@ -300,7 +309,7 @@ class TheiaChainExperiment(RecordExperiment):
         return ChainModel(super().build_model(cfg, task))
 
     def objective(self, cfg: ChainRunConfig, task: KleeneTask):
-        return weighted_label_loss(cfg.chain.class_weights, head=lambda chain: chain.step)
+        return weighted_label_loss(cfg.chain.class_weights, head=lambda chain: chain.step, bf16=cfg.bf16)
 
     def evaluator(self, cfg: ChainRunConfig, task: KleeneTask):
         return lambda model: {"step_acc": self.test_accuracy(model.step, task)}
