@@ -10,7 +10,9 @@ Train the runs first (each is a few minutes on one core with the ``cpu`` preset)
         --figure chain.png
 
 The numbers come from each run's ``results.json`` (written by its final evaluation); nothing is
-retrained here. The table is printed last.
+retrained here. Beside each measured row, the accuracy an exact transition would give if the step
+model erred independently at its single-record error rate (``chain_accuracy_from_step``). The
+table is printed last.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tinyscope.interp.theia_analysis import chain_figure, chain_table
+from tinyscope.interp.theia_analysis import chain_accuracy_from_step, chain_figure, chain_table
 
 ARCH_NAMES = {"theia_step": "THEIA step (1.51M)", "flat_mlp": "flat MLP", "transformer": "transformer (3.58M)"}
 
@@ -50,7 +52,9 @@ def main() -> None:
         print(f"figure: {args.figure}")
     print("single-record step accuracy: " + ", ".join(f"{k} {100 * v:.2f}%" for k, v in step_acc.items()))
     print("paper (500 steps): THEIA 99.97%, transformer 99.24%, flat MLP at chance by 50 steps")
-    print(chain_table(curves))
+    predicted = {f"{k}: predicted from step acc.": {L: chain_accuracy_from_step(step_acc[k], L) for L in curve}
+                 for k, curve in curves.items()}
+    print(chain_table(curves | predicted))
 
 
 if __name__ == "__main__":

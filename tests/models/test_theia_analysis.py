@@ -99,3 +99,16 @@ def test_smoke_presets_run(tmp_path):
     res = run_experiment("theia-chain", "smoke", out=tmp_path / "c", progress=False,
                          overrides=["model.arch=flat_mlp"])
     assert set(k for k in res["metrics"] if k.startswith("chain_acc/")) == {"chain_acc/5", "chain_acc/10"}
+
+
+def test_chain_accuracy_from_step_matches_a_simulated_random_walk():
+    from tinyscope.interp.theia_analysis import chain_accuracy_from_step
+
+    rng = np.random.default_rng(0)
+    e, n = 0.1, 200_000
+    for length in (1, 5, 20):
+        errs = rng.random((n, length)) < e
+        offsets = np.where(errs, rng.integers(1, 3, (n, length)), 0).sum(1) % 3  # (n,)
+        assert abs(np.mean(offsets == 0) - chain_accuracy_from_step(1 - e, length)) < 0.004
+    assert chain_accuracy_from_step(1.0, 500) == 1.0
+    assert abs(chain_accuracy_from_step(0.9, 500) - 1 / 3) < 1e-9

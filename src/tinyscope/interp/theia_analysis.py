@@ -194,6 +194,16 @@ def chain_accuracy(chain_model: torch.nn.Module, lengths: tuple[int, ...] = CHAI
     return acc
 
 
+def chain_accuracy_from_step(step_acc: float, length: int) -> float:
+    """Final-step accuracy of a chain of ``length`` steps with an exact transition and a step model
+    that errs independently with probability e = 1 - step_acc, each error a uniformly random
+    nonzero offset mod 3. The accumulated offset is a random walk on Z/3 whose nonzero Fourier
+    modes shrink by 1 - e + e (w + w^2) / 2 = 1 - 3e/2 per step, so
+    P(offset = 0) = 1/3 + (2/3) (1 - 3e/2)^length."""
+    e = 1.0 - step_acc
+    return 1 / 3 + (2 / 3) * (1 - 1.5 * e) ** length
+
+
 def chain_figure(curves: dict[str, dict[int, float]]):
     """Accuracy against chain length (log x) for each model; chance (1/3) dashed."""
     import matplotlib
@@ -235,4 +245,4 @@ def time_to_first_pass(metrics: list[dict], key: str = "rules12_passed", target:
 
 
 __all__ = ["rule_accuracies", "rules_passed", "rule_table", "probe_boundaries", "probe_table", "patch_order_verdict",
-           "matched_pairs", "chain_accuracy", "chain_figure", "chain_table", "time_to_first_pass"]
+           "matched_pairs", "chain_accuracy", "chain_accuracy_from_step", "chain_figure", "chain_table", "time_to_first_pass"]
