@@ -4,7 +4,7 @@ on this machine: samples per second of forward + backward + AdamW step on 4-doma
 Wall-clock numbers on a shared machine are noisy, so the models run interleaved in one process
 (rounds of a few steps each) and the figure is the ratio of medians.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/theia_throughput.py [--batch 256] [--rounds 5]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/theia_throughput.py [--batch 256] [--rounds 5] [--bf16]
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=3, help="training steps per model per round")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast of the forward (the cpu presets' setting)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -39,7 +40,8 @@ def main() -> None:
         for name, model in models.items():
             t0 = time.perf_counter()
             for _ in range(args.steps):
-                loss = F.cross_entropy(model(xt), yt)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                    loss = F.cross_entropy(model(xt).float(), yt)
                 opts[name].zero_grad(set_to_none=True)
                 loss.backward()
                 opts[name].step()
@@ -47,7 +49,8 @@ def main() -> None:
                 rates[name].append(args.steps * args.batch / (time.perf_counter() - t0))
     med = {k: statistics.median(v) for k, v in rates.items()}
     base = med["transformer"]
-    print(f"batch {args.batch}, {args.threads} thread(s), {args.rounds} rounds x {args.steps} steps, median samples/s")
+    print(f"batch {args.batch}, {args.threads} thread(s), {'bf16' if args.bf16 else 'fp32'}, "
+          f"{args.rounds} rounds x {args.steps} steps, median samples/s")
     print("| model | parameters | samples/s | x transformer |")
     print("|---|---|---|---|")
     for name, model in models.items():
