@@ -386,7 +386,7 @@ MF_PRESETS = {
         task=MostFreqConfig(V=3, gap=1, min_len=8, max_len=12), model=_smoke_model(6, 4), train=_smoke_train(),
         eval=TraceRelayEvalConfig(val_lengths=[8, 12], id_lengths=[8, 12], ood_lengths=[24], **_SMOKE_EVAL)),
     "cpu": lambda: MostFreqRunConfig(
-        model=_cpu_model(8, 6), train=_cpu_train(steps=3500),
+        model=_cpu_model(8, 6), train=_cpu_train(steps=2500),
         eval=TraceRelayEvalConfig(val_lengths=[128, 192, 256], id_lengths=[128, 192, 256], ood_lengths=[512, 1024],
                                   n_val=256, n_final=512, batch_size=64)),
     "paper": lambda: MostFreqRunConfig(),
