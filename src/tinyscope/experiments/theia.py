@@ -339,7 +339,7 @@ ARCH_LABELS = {"theia": "THEIA", "theia_step": "THEIA step", "flat_mlp": "flat M
 _MODEL = Key("Model", "model.arch", labels=ARCH_LABELS, order=tuple(ARCH_LABELS.values()))
 
 RULE_TABLE = register_table(TableLayout(
-    name="theia-rules", caption="Per-rule accuracy (%) on the 39-rule doubly fixed harness, 10,000 records per rule",
+    name="theia-rules", caption="Per-rule accuracy (%) on the 39-rule doubly fixed harness (eval.n_final_per_rule records per rule)",
     experiments=("theia-kleene",), rows=(_MODEL, Key("Seed", "seed")), transpose=True, metric_header="Rule",
     metrics=tuple(Metric(r.name, f"rule39/{r.name}", scale=100, digits=2) for r in RULES_39)
     + (Metric("rules > 99% (of 39)", "rule39_passed", digits=0), Metric("Unknown rules > 99% (of 12)", "rule12_passed", digits=0),
