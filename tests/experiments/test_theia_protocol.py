@@ -19,7 +19,8 @@ def test_objective_is_weighted_cross_entropy_of_the_dot_product_logits():
     model, batch = Theia(dropout=0.0), _batch()
     logits = model.features(batch["tokens"]) @ model.head.prototypes.weight.T  # (B, 3)
     w = torch.tensor([1.0, 1.0, 2.0])
-    manual = (w[batch["label"]] * F.cross_entropy(logits, batch["label"], reduction="none")).sum() / w[batch["label"]].sum()
+    per_record = F.cross_entropy(logits, batch["label"], reduction="none")  # (B,)
+    manual = (w[batch["label"]] * per_record).sum() / w[batch["label"]].sum()
     assert torch.allclose(weighted_label_loss([1.0, 1.0, 2.0])(model, batch), manual, atol=1e-6)
 
 

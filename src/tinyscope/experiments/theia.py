@@ -58,7 +58,7 @@ class KleeneRunConfig:
     model: TheiaModelConfig = field(default_factory=TheiaModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: KleeneEvalConfig = field(default_factory=KleeneEvalConfig)
-    bf16: bool = False            # bfloat16 autocast of the training forward (CPU too); evaluation stays FP32
+    bf16: bool = False            # bf16 autocast of the training forward (CPU too); evaluation stays FP32
 
     def __post_init__(self):
         check(self.task.variant == "four_domain", "theia-kleene uses task.variant=four_domain (theia-chain is the chain)")
@@ -339,10 +339,12 @@ ARCH_LABELS = {"theia": "THEIA", "theia_step": "THEIA step", "flat_mlp": "flat M
 _MODEL = Key("Model", "model.arch", labels=ARCH_LABELS, order=tuple(ARCH_LABELS.values()))
 
 RULE_TABLE = register_table(TableLayout(
-    name="theia-rules", caption="Per-rule accuracy (%) on the 39-rule doubly fixed harness (eval.n_final_per_rule records per rule)",
+    name="theia-rules",
+    caption="Per-rule accuracy (%) on the 39-rule doubly fixed harness (eval.n_final_per_rule records per rule)",
     experiments=("theia-kleene",), rows=(_MODEL, Key("Seed", "seed")), transpose=True, metric_header="Rule",
     metrics=tuple(Metric(r.name, f"rule39/{r.name}", scale=100, digits=2) for r in RULES_39)
-    + (Metric("rules > 99% (of 39)", "rule39_passed", digits=0), Metric("Unknown rules > 99% (of 12)", "rule12_passed", digits=0),
+    + (Metric("rules > 99% (of 39)", "rule39_passed", digits=0),
+       Metric("Unknown rules > 99% (of 12)", "rule12_passed", digits=0),
        Metric("test accuracy", "test_acc", scale=100, digits=2)),
     description="THEIA App. A: the 39 K3 rules per model and seed (Sec. 1.2 of seed003-details)"))
 

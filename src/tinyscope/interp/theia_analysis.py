@@ -245,4 +245,5 @@ def time_to_first_pass(metrics: list[dict], key: str = "rules12_passed", target:
 
 
 __all__ = ["rule_accuracies", "rules_passed", "rule_table", "probe_boundaries", "probe_table", "patch_order_verdict",
-           "matched_pairs", "chain_accuracy", "chain_accuracy_from_step", "chain_figure", "chain_table", "time_to_first_pass"]
+           "matched_pairs", "chain_accuracy", "chain_accuracy_from_step", "chain_figure", "chain_table",
+           "time_to_first_pass"]
