@@ -376,7 +376,7 @@ DYCK_PRESETS = {
         task=DyckConfig(k=2, m=3, min_len=8, max_len=16), model=_smoke_model(4, 2), train=_smoke_train(),
         eval=TraceRelayEvalConfig(val_lengths=[8, 16], id_lengths=[8, 16], ood_lengths=[32], **_SMOKE_EVAL)),
     "cpu": lambda: DyckRunConfig(
-        model=_cpu_model(16, 8), train=_cpu_train(steps=5000),
+        model=_cpu_model(16, 8), train=_cpu_train(steps=7500),
         eval=TraceRelayEvalConfig(n_val=128, n_final=500, n_ood=200, ood_lengths=[512, 1024, 4096], batch_size=64)),
     "paper": lambda: DyckRunConfig(),
 }
