@@ -63,3 +63,27 @@ def test_horizon_curriculum_trains_on_stream_prefixes_and_resumes():
     resumed = CellularTask(cfg)
     resumed.load_state_dict(task.state_dict())
     assert resumed.sample(np.random.default_rng(9), 2).tokens.shape[1] == task.n_ctx
+
+
+def test_alpha_curriculum_draws_sharper_training_rules_then_the_task_alpha():
+    import pytest
+
+    from tinyscope.errors import ConfigError
+
+    cfg = CellularConfig(rules="stochastic", T=6, T0=3, curriculum_T=[4], curriculum_steps=[2],
+                         curriculum_alpha=[0.01], n_val=4, n_test=4)
+    task = CellularTask(cfg)
+    assert [task.train_alpha(i) for i in range(3)] == [0.01, 0.01, 1.0]
+    early = [task.sample(np.random.default_rng(i), 64).meta["tables"] for i in range(2)]
+    late = task.sample(np.random.default_rng(2), 64).meta["tables"]
+    # Dirichlet(0.01) rows are almost one-hot; Dirichlet(1) rows on V = 2 are uniform on [0, 1]
+    assert all(np.mean(t.max(-1) > 0.99) > 0.9 for t in early) and np.mean(late.max(-1) > 0.99) < 0.1
+    plain = CellularConfig(rules="stochastic", T=6, T0=3, n_val=4, n_test=4)  # no alpha curriculum:
+    a = CellularTask(plain).sample(np.random.default_rng(5), 8)           # the draws are unchanged
+    b = CellularTask(CellularConfig(**{**plain.__dict__, "curriculum_T": [6], "curriculum_steps": [1],
+                                       "curriculum_alpha": [1.0]})).sample(np.random.default_rng(5), 8)
+    assert np.array_equal(a.meta["tables"], b.meta["tables"]) and np.array_equal(a.tokens, b.tokens)
+    with pytest.raises(ConfigError, match="curriculum_alpha"):
+        CellularConfig(curriculum_T=[3], curriculum_steps=[2], curriculum_alpha=[0.1])  # deterministic rules
+    with pytest.raises(ConfigError, match="curriculum_alpha"):
+        CellularConfig(rules="stochastic", T=6, T0=3, curriculum_T=[3], curriculum_steps=[2], curriculum_alpha=[0.1, 1])

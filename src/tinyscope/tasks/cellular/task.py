@@ -45,6 +45,10 @@ class CellularConfig:
     # (cumulative) use curriculum_T[i] steps, later ones the full T (positions stay absolute)
     curriculum_T: list[int] = field(default_factory=list)
     curriculum_steps: list[int] = field(default_factory=list)
+    # optional Dirichlet concentration per curriculum phase (stochastic rules only): small alpha
+    # draws near-deterministic training rules, whose in-context matches carry a sharper signal;
+    # evaluation always uses ``alpha``. Empty = ``alpha`` throughout.
+    curriculum_alpha: list[float] = field(default_factory=list)
 
     def __post_init__(self):
         check_choice("task.neighbourhood", self.neighbourhood, tuple(NEIGHBOURHOODS))
@@ -56,6 +60,11 @@ class CellularConfig:
         check(len(self.curriculum_T) == len(self.curriculum_steps),
               f"task.curriculum_T={self.curriculum_T} and task.curriculum_steps={self.curriculum_steps} need one entry each")
         check(all(2 <= t <= self.T for t in self.curriculum_T), f"task.curriculum_T={self.curriculum_T} must lie in [2, T]")
+        if self.curriculum_alpha:
+            check(self.rules == "stochastic", "task.curriculum_alpha applies to stochastic rules only")
+            check(len(self.curriculum_alpha) == len(self.curriculum_steps),
+                  f"task.curriculum_alpha={self.curriculum_alpha} needs one entry per task.curriculum_steps")
+            check(all(a > 0 for a in self.curriculum_alpha), f"task.curriculum_alpha={self.curriculum_alpha} must be > 0")
         dim = len(NEIGHBOURHOODS[self.neighbourhood][0])
         check(len(self.grid) == dim, f"task.grid={self.grid} needs {dim} sides for the {self.neighbourhood} neighbourhood")
 
@@ -80,12 +89,22 @@ class CellularTask:
     def load_state_dict(self, state: dict) -> None:
         self.batches_drawn = int(state.get("batches_drawn", 0))
 
+    def _phase(self, batch_index: int) -> int | None:
+        """Curriculum phase of training batch ``batch_index`` (None once the curriculum is over)."""
+        for i, until in enumerate(np.cumsum(self.cfg.curriculum_steps)):
+            if batch_index < until:
+                return i
+        return None
+
     def train_horizon(self, batch_index: int) -> int:
         """T of training batch ``batch_index`` under the curriculum (the full T after it)."""
-        for T, until in zip(self.cfg.curriculum_T, np.cumsum(self.cfg.curriculum_steps)):
-            if batch_index < until:
-                return int(T)
-        return self.cfg.T
+        i = self._phase(batch_index)
+        return self.cfg.T if i is None else int(self.cfg.curriculum_T[i])
+
+    def train_alpha(self, batch_index: int) -> float:
+        """Dirichlet alpha of the rules of training batch ``batch_index`` (``alpha`` after the curriculum)."""
+        i = self._phase(batch_index)
+        return self.cfg.alpha if i is None or not self.cfg.curriculum_alpha else float(self.cfg.curriculum_alpha[i])
 
     @property
     def stochastic(self) -> bool:
@@ -108,12 +127,13 @@ class CellularTask:
         return HashedSplits(self.group, seed=self.cfg.split_seed, holdout=tuple(self.cfg.holdout))
 
     # ------------------------------------------------------------------ rules
-    def draw_rules(self, rng: np.random.Generator, n: int, split: str) -> np.ndarray:
-        """``n`` rule tables of ``split``: (n, C) ints, or (n, C, V) Dirichlet rows."""
+    def draw_rules(self, rng: np.random.Generator, n: int, split: str, alpha: float | None = None) -> np.ndarray:
+        """``n`` rule tables of ``split``: (n, C) ints, or (n, C, V) Dirichlet(``alpha``, default
+        ``task.alpha``) rows."""
         check_choice("split", split, SPLITS)
         lat = self.lattice
         if self.stochastic:
-            return dirichlet_tables(rng, n, lat.V, lat.k, self.cfg.alpha)
+            return dirichlet_tables(rng, n, lat.V, lat.k, self.cfg.alpha if alpha is None else alpha)
         if isinstance(self.splits, EnumeratedSplits):
             pool = self.splits.rules(split)
             numbers = pool[rng.integers(0, len(pool), size=n)]
@@ -121,10 +141,11 @@ class CellularTask:
                 np.zeros((0, lat.n_configs), np.int64)
         return self.splits.sample(rng, n, split)
 
-    def trajectories(self, rng: np.random.Generator, n: int, split: str, covered: bool) -> tuple[np.ndarray, np.ndarray]:
+    def trajectories(self, rng: np.random.Generator, n: int, split: str, covered: bool,
+                     alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(tables, trajectories (n, T, *shape)); ``covered`` applies the coverage filter."""
         def draw(g, m):
-            tables = self.draw_rules(g, m, split)
+            tables = self.draw_rules(g, m, split, alpha)
             return tables, evolve(self.lattice, tables, self.cfg.T, g)
 
         if not covered:
@@ -146,9 +167,9 @@ class CellularTask:
     def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
         """A training batch: unfiltered trajectories of training rules, loss everywhere (a shorter
         prefix of the stream while a horizon curriculum is on)."""
-        T = self.train_horizon(self.batches_drawn)
+        T, alpha = self.train_horizon(self.batches_drawn), self.train_alpha(self.batches_drawn)
         self.batches_drawn += 1
-        tables, traj = self.trajectories(rng, batch_size, "train", covered=False)
+        tables, traj = self.trajectories(rng, batch_size, "train", covered=False, alpha=alpha)
         batch = self.batch(tables, traj, scored_only=False)
         if T < self.cfg.T:
             keep = T * self.layout.step_tokens - 2  # input positions of a T-step stream
