@@ -87,3 +87,35 @@ def test_alpha_curriculum_draws_sharper_training_rules_then_the_task_alpha():
         CellularConfig(curriculum_T=[3], curriculum_steps=[2], curriculum_alpha=[0.1])  # deterministic rules
     with pytest.raises(ConfigError, match="curriculum_alpha"):
         CellularConfig(rules="stochastic", T=6, T0=3, curriculum_T=[3], curriculum_steps=[2], curriculum_alpha=[0.1, 1])
+    with pytest.raises(ConfigError, match="train_targets"):
+        CellularConfig(train_targets="expected")  # deterministic rules
+
+
+def test_expected_targets_are_the_rule_law_at_cells_and_one_hot_at_separators():
+    import torch
+
+    from tinyscope.experiments.sih import soft_target_loss
+    from tinyscope.tasks.cellular import true_predictive
+
+    cfg = CellularConfig(rules="stochastic", grid=[8], T=6, T0=3, train_targets="expected",
+                         curriculum_T=[4], curriculum_steps=[1], n_val=4, n_test=4)
+    task = CellularTask(cfg)
+    short, full = task.sample(np.random.default_rng(0), 16), task.sample(np.random.default_rng(1), 16)
+    assert short.meta["soft_targets"].shape == (*short.tokens.shape, task.vocab_size)
+    soft, traj, tables = full.meta["soft_targets"], full.meta["traj"], full.meta["tables"]
+    np.testing.assert_allclose(soft.sum(-1), 1.0, rtol=1e-6)
+    q = true_predictive(task.lattice, traj, tables)  # (B, T, G, V)
+    V, G, step = task.lattice.V, 8, task.layout.step_tokens
+    for b, t, z in [(0, 1, 0), (3, 4, 5), (15, 5, 7), (2, 0, 3)]:  # direct: position of cell (t, z) - 1
+        np.testing.assert_allclose(soft[b, t * step + z - 1, :V], q[b, t, z], rtol=1e-6)
+    seps = full.targets >= V
+    assert np.array_equal(soft[seps].argmax(-1), full.targets[seps]) and np.all(soft[seps].max(-1) == 1)
+    # the soft loss is the expectation of the sampled-label loss: equal for one-hot targets
+    logits = torch.randn(*full.tokens.shape, task.vocab_size)
+    model = lambda tokens: logits  # noqa: E731
+    t = full.to_torch()
+    hard = torch.nn.functional.cross_entropy(logits[t["loss_mask"]], t["targets"][t["loss_mask"]])
+    one_hot = dict(t, soft_targets=torch.nn.functional.one_hot(t["targets"], task.vocab_size).float())
+    torch.testing.assert_close(soft_target_loss(model, one_hot), hard)
+    assert CellularTask(CellularConfig(rules="stochastic", T=6, T0=3, n_val=4, n_test=4)).sample(
+        np.random.default_rng(0), 2).meta.get("soft_targets") is None

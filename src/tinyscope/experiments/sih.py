@@ -25,6 +25,16 @@ from ..train.trainer import TrainConfig
 from .base import Experiment
 from .registry import register
 
+def soft_target_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+    """Mean cross-entropy H(q, p_model) against soft targets q = ``batch["soft_targets"]``
+    (B, L, vocab) over ``loss_mask``: with q = q_true(. | parents) it is the conditional
+    expectation of the sampled-label loss (``task.train_targets=expected``)."""
+    logits = model(batch["tokens"])  # (B, L, vocab)
+    mask = batch["loss_mask"]  # (B, L)
+    logp = torch.log_softmax(logits[mask].float(), -1)  # (M, vocab)
+    return -(batch["soft_targets"][mask] * logp).sum(-1).mean()
+
+
 # ------------------------------------------------------------------ settings (Table 10)
 SETTINGS = {
     "eca": dict(neighbourhood="elementary", V=2, det=dict(grid=[16], T=10, T0=4), stoch=dict(grid=[16], T=20, T0=10),
@@ -171,6 +181,9 @@ class SihExperiment(Experiment):
 
     def build_model(self, cfg: SihRunConfig, task: CellularTask) -> Transformer:
         return Transformer(cfg.model)
+
+    def objective(self, cfg: SihRunConfig, task: CellularTask):
+        return soft_target_loss if cfg.task.train_targets == "expected" else None
 
     def evaluator(self, cfg: SihRunConfig, task: CellularTask):
         from ..evaluate.ca_metrics import model_logits, teacher_forced_metrics

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...errors import check, check_choice
 from ..base import Batch, fingerprint
+from .bayes import true_predictive
 from .coverage import is_covered, rejection_sample
 from .evolve import evolve
 from .lattice import NEIGHBOURHOODS, Lattice
@@ -49,6 +50,10 @@ class CellularConfig:
     # draws near-deterministic training rules, whose in-context matches carry a sharper signal;
     # evaluation always uses ``alpha``. Empty = ``alpha`` throughout.
     curriculum_alpha: list[float] = field(default_factory=list)
+    # training targets of stochastic rules: "sampled" = the next state drawn in the trajectory (the
+    # paper); "expected" = its conditional law q_true(. | parents) as a soft target. Both give the
+    # same expected gradient and the same minimiser (the Bayes predictor); "expected" has less noise.
+    train_targets: str = "sampled"
 
     def __post_init__(self):
         check_choice("task.neighbourhood", self.neighbourhood, tuple(NEIGHBOURHOODS))
@@ -60,6 +65,9 @@ class CellularConfig:
         check(len(self.curriculum_T) == len(self.curriculum_steps),
               f"task.curriculum_T={self.curriculum_T} and task.curriculum_steps={self.curriculum_steps} need one entry each")
         check(all(2 <= t <= self.T for t in self.curriculum_T), f"task.curriculum_T={self.curriculum_T} must lie in [2, T]")
+        check_choice("task.train_targets", self.train_targets, ("sampled", "expected"))
+        check(self.train_targets == "sampled" or self.rules == "stochastic",
+              "task.train_targets=expected applies to stochastic rules only")
         if self.curriculum_alpha:
             check(self.rules == "stochastic", "task.curriculum_alpha applies to stochastic rules only")
             check(len(self.curriculum_alpha) == len(self.curriculum_steps),
@@ -171,11 +179,26 @@ class CellularTask:
         self.batches_drawn += 1
         tables, traj = self.trajectories(rng, batch_size, "train", covered=False, alpha=alpha)
         batch = self.batch(tables, traj, scored_only=False)
+        if self.cfg.train_targets == "expected":
+            batch.meta["soft_targets"] = self.expected_targets(batch.targets, traj, tables)
         if T < self.cfg.T:
             keep = T * self.layout.step_tokens - 2  # input positions of a T-step stream
-            batch = Batch(batch.tokens[:, :keep], batch.targets[:, :keep], batch.loss_mask[:, :keep],
-                          {"traj": traj[:, :T], "tables": tables})
+            meta = {"traj": traj[:, :T], "tables": tables}
+            if "soft_targets" in batch.meta:
+                meta["soft_targets"] = batch.meta["soft_targets"][:, :keep]
+            batch = Batch(batch.tokens[:, :keep], batch.targets[:, :keep], batch.loss_mask[:, :keep], meta)
         return batch
+
+    def expected_targets(self, targets: np.ndarray, traj: np.ndarray, tables: np.ndarray) -> np.ndarray:
+        """Soft training targets (B, N - 2, vocab): at each cell target the generating rule's law
+        q_true(. | parents) (uniform for the initial row), at each separator its one-hot."""
+        soft = np.eye(self.vocab_size, dtype=np.float32)[targets]  # (B, L, vocab)
+        q_true = true_predictive(self.lattice, traj, tables).astype(np.float32)  # (B, T, *shape, V)
+        is_cell = self.layout.to_stream(np.ones(traj.shape, dtype=bool), fill=False)  # (B, L)
+        V = self.lattice.V
+        soft[is_cell] = 0.0
+        soft[..., :V][is_cell] = self.layout.to_stream(q_true, fill=0.0)[is_cell]
+        return soft
 
     EVAL_SPLITS = ("val", "test", "val_in", "val_in_nofilter")
 
