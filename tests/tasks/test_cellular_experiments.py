@@ -61,3 +61,19 @@ def test_smoke_run_trains_evaluates_and_draws(tmp_path):
     cells = [m["test_tf_cell_acc"], second["test_tf_cell_acc"]]
     assert row[5].mean == pytest.approx(np.mean(cells)) and row[5].sd == pytest.approx(np.std(cells, ddof=1))
     assert "Dedicated-heads" in table.to_markdown() and "1D V=2, k=3" in table.to_latex()
+
+
+def test_stochastic_cpu_recipe_trains_with_the_alpha_curriculum_and_soft_targets(tmp_path):
+    """The stochastic cpu preset's curriculum and soft targets, on the smoke sizes: the objective
+    is the soft-target loss and the run trains through the phase switch and evaluates."""
+    from tinyscope.experiments.sih import soft_target_loss
+
+    exp = registry.get("sih-eca-dedicated-stoch")
+    cpu = exp.config("cpu").task
+    assert cpu.train_targets == "expected" and cpu.curriculum_alpha == [0.02] * 3 and cpu.curriculum_T == [3, 5, 10]
+    sets = ["task.train_targets=expected", "task.curriculum_T=[3]", "task.curriculum_steps=[8]",
+            "task.curriculum_alpha=[0.02]"]
+    cfg = exp.config("smoke", overrides=sets)
+    assert exp.objective(cfg, exp.build_task(cfg)) is soft_target_loss
+    m = run_experiment("sih-eca-dedicated-stoch", "smoke", out=tmp_path / "run", progress=False, overrides=sets)["metrics"]
+    assert np.isfinite(m["test_tf_kl_kgram"]) and m["test_tf_kl_kgram"] > 0
