@@ -126,7 +126,7 @@ def cpu_preset(setting: str, arch: str, regime: str):
     """Sized for 2 CPU cores: d_model 64, batch 32, GPT-2 initialization (std 0.02), AdamW 1e-2
     and a warmup-stable-decay schedule (200 warmup steps, the full rate until the last quarter,
     then a cosine to 5%). Deterministic rules: 16,000 steps, starting with a short horizon
-    curriculum (T = 3, then 5, for 1000 batches each). Stochastic rules: 24,000 steps; the first
+    curriculum (T = 3, then 5, for 1000 batches each). Stochastic rules: 18,000 steps; the first
     12,000 draw near-deterministic Dirichlet(0.02) rules at T = 3, 5, then 10 (the gather-and-match
     circuit forms there, on cheap short streams), the rest Dirichlet(1) rules at the full T with
     the rule's law as soft targets (``task.train_targets=expected``). What was tried and measured
@@ -135,7 +135,7 @@ def cpu_preset(setting: str, arch: str, regime: str):
     if regime == "det":
         steps, lr, curriculum = 16000, 1e-2, dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000])
     else:
-        steps, lr, curriculum = 24000, 1e-2, dict(curriculum_T=[3, 5, 10], curriculum_steps=[1000, 1000, 10000],
+        steps, lr, curriculum = 18000, 1e-2, dict(curriculum_T=[3, 5, 10], curriculum_steps=[1000, 1000, 10000],
                                                   curriculum_alpha=[0.02, 0.02, 0.02], train_targets="expected")
     task = task_config(setting, regime, n_val=256, n_test=1024, **curriculum)
     return lambda: SihRunConfig(
