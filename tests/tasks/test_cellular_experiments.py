@@ -64,13 +64,13 @@ def test_smoke_run_trains_evaluates_and_draws(tmp_path):
 
 
 def test_stochastic_cpu_recipe_trains_with_the_alpha_curriculum_and_soft_targets(tmp_path):
-    """The stochastic cpu preset's curriculum and soft targets, on the smoke sizes: the objective
-    is the soft-target loss and the run trains through the phase switch and evaluates."""
+    """The stochastic cpu preset's rule-entropy curriculum, with soft targets, on the smoke sizes:
+    the objective is the soft-target loss and the run trains through the phase switch and evaluates."""
     from tinyscope.experiments.sih import soft_target_loss
 
     exp = registry.get("sih-eca-dedicated-stoch")
     cpu = exp.config("cpu").task
-    assert cpu.train_targets == "expected" and cpu.curriculum_alpha == [0.02] * 3 and cpu.curriculum_T == [3, 5, 10]
+    assert cpu.train_targets == "sampled" and cpu.curriculum_alpha == [0.02] * 3 and cpu.curriculum_T == [3, 5, 10]
     sets = ["task.train_targets=expected", "task.curriculum_T=[3]", "task.curriculum_steps=[8]",
             "task.curriculum_alpha=[0.02]"]
     cfg = exp.config("smoke", overrides=sets)

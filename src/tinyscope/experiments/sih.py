@@ -128,15 +128,14 @@ def cpu_preset(setting: str, arch: str, regime: str):
     then a cosine to 5%). Deterministic rules: 16,000 steps, starting with a short horizon
     curriculum (T = 3, then 5, for 1000 batches each). Stochastic rules: 18,000 steps; the first
     12,000 draw near-deterministic Dirichlet(0.02) rules at T = 3, 5, then 10 (the gather-and-match
-    circuit forms there, on cheap short streams), the rest Dirichlet(1) rules at the full T with
-    the rule's law as soft targets (``task.train_targets=expected``). What was tried and measured
-    is in docs/cellular.md."""
+    circuit forms there, on cheap short streams), the rest Dirichlet(1) rules at the full T. What
+    was tried and measured is in docs/cellular.md."""
     d = 64
     if regime == "det":
         steps, lr, curriculum = 16000, 1e-2, dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000])
     else:
         steps, lr, curriculum = 18000, 1e-2, dict(curriculum_T=[3, 5, 10], curriculum_steps=[1000, 1000, 10000],
-                                                  curriculum_alpha=[0.02, 0.02, 0.02], train_targets="expected")
+                                                  curriculum_alpha=[0.02, 0.02, 0.02])
     task = task_config(setting, regime, n_val=256, n_test=1024, **curriculum)
     return lambda: SihRunConfig(
         task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
