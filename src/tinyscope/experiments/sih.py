@@ -25,6 +25,7 @@ from ..train.trainer import TrainConfig
 from .base import Experiment
 from .registry import register
 
+
 def soft_target_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
     """Mean cross-entropy H(q, p_model) against soft targets q = ``batch["soft_targets"]``
     (B, L, vocab) over ``loss_mask``: with q = q_true(. | parents) it is the conditional
