@@ -151,3 +151,36 @@ def test_factory_builds_every_arch():
         assert model(x).shape == (5, 3) and model.predict(x).shape == (5,)
     with pytest.raises(ValueError):
         TheiaModelConfig(arch="lstm")
+
+
+def test_tiled_number_init_puts_every_kink_inside_the_integer_range():
+    torch.manual_seed(0)
+    tiled = build_theia_model(TheiaModelConfig(number_init="tiled", tile_slope=2.0))
+    torch.manual_seed(0)
+    plain = build_theia_model(TheiaModelConfig())
+    assert n_params(tiled) == n_params(plain) == 2_751_232
+    encoders = [tiled.arith.enc.net[0], tiled.order.enc.net[0]]
+    for lin in encoders:
+        w, b = lin.weight.detach()[:, 0], lin.bias.detach()  # (h,)
+        kinks = -b / w * 20  # the integer n where w * n / 20 + b = 0
+        assert kinks.min() >= -0.5 and kinks.max() <= 20.5
+        assert torch.allclose(w.abs() / 20, torch.full_like(w, 2.0))  # slope 2 per integer step
+        assert (w > 0).any() and (w < 0).any()
+    # the set encoder reads 21 bits, not a number: left at the default init
+    assert torch.equal(tiled.set.enc.net[0].weight, plain.set.enc.net[0].weight)
+    # the hidden code of n = 1..20 is far from affine in n (default init: nearly affine)
+    def non_affine_fraction(model):
+        n = torch.arange(1, 21).float()
+        enc = model.arith.enc.net
+        h = enc[1](enc[0]((n / 20).unsqueeze(-1))).detach()  # (20, h)
+        basis = torch.stack([torch.ones(20), n], 1)  # (20, 2)
+        residual = h - basis @ torch.linalg.lstsq(basis, h).solution
+        return float(residual.norm() / (h - h.mean(0)).norm())
+    assert non_affine_fraction(tiled) > 0.2 > 0.15 > non_affine_fraction(plain)
+    with pytest.raises(ValueError, match="model.number_init"):
+        TheiaModelConfig(number_init="uniform")
+    torch.manual_seed(0)  # the transformer has no scalar encoders: the same network either way
+    a = build_theia_model(TheiaModelConfig(arch="transformer", number_init="tiled", tf_layers=1))
+    torch.manual_seed(0)
+    b = build_theia_model(TheiaModelConfig(arch="transformer", tf_layers=1))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))

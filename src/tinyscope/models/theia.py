@@ -423,9 +423,13 @@ class TheiaModelConfig:
     tf_layers: int = 8
     tf_d_mlp: int = 768
     number_scale: float | None = None   # None: 1/20 for the 4-domain THEIA, raw integers otherwise
+    number_init: Literal["default", "tiled"] = "default"   # tiled: see tile_number_encoders (no-op for transformer)
+    tile_slope: float = 2.0             # tiled: pre-activation change per unit of the integer input
 
     def __post_init__(self):
         check_choice("model.arch", self.arch, ARCHS)
+        check_choice("model.number_init", self.number_init, ("default", "tiled"))
+        check(self.tile_slope > 0, f"model.tile_slope={self.tile_slope} must be > 0")
         check(self.d_model >= 3, f"model.d_model={self.d_model} must be >= 3")
         check(self.flat_hidden >= 1, f"model.flat_hidden={self.flat_hidden} must be >= 1")
         check(self.tf_d_model % self.tf_heads == 0,
@@ -433,16 +437,43 @@ class TheiaModelConfig:
         check(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must lie in [0, 1)")
 
 
+def tile_number_encoders(model: nn.Module, scale: float, slope: float = 2.0, span: tuple[int, int] = (0, 20)) -> int:
+    """Re-initialise the first layer of every scalar number :class:`Encoder` (``Linear(1, h)``)
+    so that its h GELU kinks tile the integer range: unit j computes
+    GELU(s_j * slope * (n - t_j)) of the integer n = x / scale, with t_j ~ U(lo - 1/2, hi + 1/2)
+    and a random sign s_j. PyTorch's default init (w, b ~ U(-1, 1)) puts most kinks outside
+    the range of a/20, so the encoding starts nearly affine in n and the network must learn to
+    tell neighbouring integers apart, which makes the set lookup S[c] slow (docs/theia.md).
+    Draws from torch's global generator; returns the number of layers changed."""
+    lo, hi = span
+    changed = 0
+    for mod in model.modules():
+        if isinstance(mod, Encoder) and mod.net[0].in_features == 1:
+            lin = mod.net[0]
+            kinks = lo - 0.5 + (hi - lo + 1) * torch.rand(lin.out_features)  # (h,)
+            sign = torch.where(torch.rand(lin.out_features) < 0.5, -1.0, 1.0)  # (h,)
+            with torch.no_grad():
+                lin.weight.copy_((sign * slope / scale).unsqueeze(-1))  # (h, 1)
+                lin.bias.copy_(-sign * slope * kinks)  # (h,)
+            changed += 1
+    return changed
+
+
 def build_theia_model(cfg: TheiaModelConfig, n_ops: int = 5) -> nn.Module:
     if cfg.arch == "theia":
         scale = 1 / 20 if cfg.number_scale is None else cfg.number_scale
-        return Theia(cfg.d_model, cfg.num_hidden, n_ops, scale, cfg.dropout)
-    scale = 1.0 if cfg.number_scale is None else cfg.number_scale
-    if cfg.arch == "theia_step":
-        return TheiaStep(cfg.d_model, n_ops, scale)
-    if cfg.arch == "flat_mlp":
-        return FlatMLP(cfg.d_model, cfg.flat_hidden, n_ops, scale)
-    return TheiaTransformer(cfg.tf_d_model, cfg.tf_heads, cfg.tf_layers, cfg.tf_d_mlp, n_ops)
+        model = Theia(cfg.d_model, cfg.num_hidden, n_ops, scale, cfg.dropout)
+    else:
+        scale = 1.0 if cfg.number_scale is None else cfg.number_scale
+        if cfg.arch == "theia_step":
+            model = TheiaStep(cfg.d_model, n_ops, scale)
+        elif cfg.arch == "flat_mlp":
+            model = FlatMLP(cfg.d_model, cfg.flat_hidden, n_ops, scale)
+        else:
+            model = TheiaTransformer(cfg.tf_d_model, cfg.tf_heads, cfg.tf_layers, cfg.tf_d_mlp, n_ops)
+    if cfg.number_init == "tiled":  # the transformer embeds numbers as tokens: nothing to tile
+        tile_number_encoders(model, scale, cfg.tile_slope)
+    return model
 
 
 def predict(model: nn.Module, x: torch.Tensor, batch: int = 8192) -> torch.Tensor:

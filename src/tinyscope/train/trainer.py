@@ -1,4 +1,4 @@
-"""The Trainer: AdamW, warmup + schedule, clipping, periodic evaluation and checkpoints,
+"""The Trainer: AdamW (or Muon with AdamW, :mod:`.muon`), warmup + schedule, clipping, periodic evaluation and checkpoints,
 best-checkpoint selection, stopping rules, exact resume, metrics.jsonl and a progress bar.
 
 Reproducibility: the data of step ``s`` is drawn with ``step_rng(seed, s)``, the learning rate
@@ -25,6 +25,7 @@ from ..errors import check, check_choice
 from ..tasks.base import Batch, step_rng
 from . import checkpoint as ckpt
 from .distributed import DistInfo, setup
+from .muon import MuonAdamW, muon_param_groups
 from .schedule import lr_multiplier
 from .stopping import Selection, StopRules
 from .tensorboard import curve_logger
@@ -41,6 +42,10 @@ class TrainConfig:
     batch_size: int = 8
     lr: float = 1e-3
     betas: list[float] | None = None           # None = (0.9, 0.999)
+    optimizer: Literal["adamw", "muon"] = "adamw"  # muon: Muon on hidden matrices, AdamW (lr) on the rest
+    muon_lr: float = 0.02                     # Muon's base rate, scheduled like lr
+    muon_momentum: float = 0.95
+    muon_bf16: bool = True                    # Newton-Schulz in bfloat16 (half the cost; as in Muon's reference)
     weight_decay: float = 0.01
     schedule: Literal["constant", "cosine", "linear", "wsd"] = "constant"
     warmup_steps: int = 0
@@ -74,6 +79,9 @@ class TrainConfig:
         check(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
         check(self.weight_decay >= 0, f"train.weight_decay={self.weight_decay} must be >= 0")
         check_choice("train.schedule", self.schedule, ("constant", "cosine", "linear", "wsd"))
+        check_choice("train.optimizer", self.optimizer, ("adamw", "muon"))
+        check(self.muon_lr > 0 and math.isfinite(self.muon_lr), f"train.muon_lr={self.muon_lr} must be a positive number")
+        check(0 <= self.muon_momentum < 1, f"train.muon_momentum={self.muon_momentum} must lie in [0, 1)")
         check(0 < self.decay_fraction <= 1, f"train.decay_fraction={self.decay_fraction} must lie in (0, 1]")
         check(self.warmup_steps >= 0, f"train.warmup_steps={self.warmup_steps} must be >= 0")
         check(0 <= self.warmup_start <= 1, f"train.warmup_start={self.warmup_start} must lie in [0, 1]")
@@ -140,7 +148,12 @@ class Trainer:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.progress = progress
         betas = tuple(cfg.betas) if cfg.betas else (0.9, 0.999)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
+        if cfg.optimizer == "muon":
+            groups = muon_param_groups(self.model, muon_lr=cfg.muon_lr, adam_lr=cfg.lr)
+            self.opt = MuonAdamW(groups, momentum=cfg.muon_momentum, betas=betas, weight_decay=cfg.weight_decay,
+                                 ns_bf16=cfg.muon_bf16)
+        else:
+            self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
         self.train_model = self.model
         if self.dist.world > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -253,7 +266,7 @@ class Trainer:
                                  warmup_start=cfg.warmup_start, kind=cfg.schedule, min_ratio=cfg.min_lr_ratio,
                                  decay_fraction=cfg.decay_fraction)
             for group in self.opt.param_groups:
-                group["lr"] = cfg.lr * mult
+                group["lr"] = group.get("base_lr", cfg.lr) * mult
             batch = self._batch(self.step)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
                 loss = self.objective(self.train_model, batch)
