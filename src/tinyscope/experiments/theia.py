@@ -66,8 +66,12 @@ class KleeneRunConfig:
 
 
 def _four_domain_train(**kw) -> TrainConfig:
-    base = dict(lr=1e-3, weight_decay=0.01, schedule="cosine", grad_clip=1.0, select_metric="test_acc",
-                select_mode="max", stop_metric="converged", stop_threshold=1.0, stop_mode="max",
+    """The paper's stop rule (test accuracy > 99.9% and 12/12 rules on two consecutive checks),
+    and the model at the stop (or at the end) as the selected one: the checkpoint of best test
+    accuracy can precede the first 12/12 (seed 42 of the `cpu` preset: step 9,200, 36/39 rules,
+    against 39/39 at the stop, step 9,600)."""
+    base = dict(lr=1e-3, weight_decay=0.01, schedule="cosine", grad_clip=1.0, select_metric=None,
+                stop_metric="converged", stop_threshold=1.0, stop_mode="max",
                 stop_consecutive=2, checkpoint_every=0)
     base.update(kw)
     return TrainConfig(**base)
