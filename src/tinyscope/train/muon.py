@@ -8,8 +8,8 @@ momentum M, O = U V^T where M = U S V^T, scaled by sqrt(max(1, out / in)):
 
 orth is approximated by five steps of the quintic Newton-Schulz iteration
 X <- a X + (b A + c A^2) X, A = X X^T, (a, b, c) = (3.4445, -4.7750, 2.0315), started from
-M / ||M||_F, which maps every singular value in (0, 1] near 1 (:func:`orthogonalize`;
-:func:`orthogonalize_svd` is the exact reference). Every direction of the update gets the same
+M / ||M||_F, which maps the singular values into roughly [0.7, 1.2] (all but the tiniest, which
+stay small; :func:`orthogonalize`; :func:`orthogonalize_svd` is the exact reference). Every direction of the update gets the same
 step, whatever the conditioning of the layer's inputs: this is what speeds features that
 gradient descent learns slowly from strongly correlated inputs (THEIA's set lookup from a
 scalar-encoded number, docs/theia.md).

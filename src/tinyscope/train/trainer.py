@@ -1,5 +1,6 @@
-"""The Trainer: AdamW (or Muon with AdamW, :mod:`.muon`), warmup + schedule, clipping, periodic evaluation and checkpoints,
-best-checkpoint selection, stopping rules, exact resume, metrics.jsonl and a progress bar.
+"""The Trainer: AdamW (or Muon with AdamW, :mod:`.muon`), warmup + schedule, clipping, periodic
+evaluation and checkpoints, best-checkpoint selection, stopping rules, exact resume, metrics.jsonl
+and a progress bar.
 
 Reproducibility: the data of step ``s`` is drawn with ``step_rng(seed, s)``, the learning rate
 is a function of ``s``, and the optimizer and RNG states are checkpointed, so an interrupted
