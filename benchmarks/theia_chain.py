@@ -34,6 +34,10 @@ def read_chain_run(path: Path) -> tuple[str, dict[int, float], float]:
     label = ARCH_NAMES.get(arch, arch)
     if arch == "flat_mlp":
         label = f"flat MLP (hidden {config['model']['flat_hidden']})"
+    label += f", {config['train'].get('optimizer', 'adamw')}"
+    if config["model"].get("number_init", "default") != "default":
+        label += f" + {config['model']['number_init']}"
+    label += f", phase 1 {results['steps']:,} steps"
     curve = {int(k.split("/")[1]): v for k, v in metrics.items() if k.startswith("chain_acc/")}
     return f"{label}, seed {config['seed']}", curve, metrics.get("step_acc", float("nan"))
 

@@ -211,7 +211,7 @@ def chain_figure(curves: dict[str, dict[int, float]]):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig, ax = plt.subplots(figsize=(6.5, 3.6 + 0.22 * len(curves)))
     for name, acc in curves.items():
         L = sorted(acc)
         ax.plot(L, [100 * acc[k] for k in L], marker="o", label=name)
@@ -220,7 +220,7 @@ def chain_figure(curves: dict[str, dict[int, float]]):
     ax.set_xlabel("chain length (steps)")
     ax.set_ylabel("final-step accuracy (%)")
     ax.set_ylim(0, 102)
-    ax.legend(frameon=False)
+    ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     ax.set_title("mod-3 chain: length generalisation")
     fig.tight_layout()
     return fig
