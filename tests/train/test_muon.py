@@ -5,10 +5,9 @@ import torch
 from torch import nn
 
 from tinyscope.errors import ConfigError
-from tinyscope.experiments.registry import get
-from tinyscope.experiments.runner import build, run_experiment
+from tinyscope.experiments.runner import run_experiment
 from tinyscope.train.muon import MuonAdamW, muon_param_groups, orthogonalize, orthogonalize_svd
-from tinyscope.train.trainer import TrainConfig, Trainer
+from tinyscope.train.trainer import TrainConfig
 
 
 @pytest.mark.parametrize("shape", [(96, 48), (48, 96), (64, 64)])
@@ -83,33 +82,14 @@ def test_bad_optimizer_settings_are_one_line_errors():
         TrainConfig(optimizer="muon", muon_momentum=1.0)
 
 
-class Interrupt(Exception):
-    pass
-
-
-def test_a_killed_muon_run_resumes_exactly(tmp_path):
+def test_a_killed_muon_run_resumes_exactly(tmp_path, kill_run_at):
     """Muon's momentum and AdamW's moments travel through the resume checkpoint."""
     overrides = ["train.optimizer=muon", "train.checkpoint_every=6"]
     full = run_experiment("theia-kleene", "smoke", seed=2, overrides=overrides, out=tmp_path / "full",
                           progress=False, report="none")
-    exp = get("theia-kleene")
-    cfg = exp.config("smoke", 2, overrides)
     out = tmp_path / "killed"
-    out.mkdir()
-    (out / "config.json").write_text((tmp_path / "full" / "config.json").read_text())
-    task, model = build(exp, cfg)
-    inner = exp.evaluator(cfg, task)
-
-    def dying(m):
-        if trainer.step == 12:
-            raise Interrupt
-        return inner(m)
-
-    trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, objective=exp.objective(cfg, task),
-                      evaluate=dying, progress=False)
+    trainer = kill_run_at("theia-kleene", "smoke", 2, overrides, out, tmp_path / "full", step=12)
     assert isinstance(trainer.opt, MuonAdamW) and trainer.opt.param_groups[0]["use_muon"]
-    with pytest.raises(Interrupt):
-        trainer.fit()
     resumed = run_experiment("theia-kleene", "smoke", seed=2, overrides=overrides, out=out, resume=True,
                              progress=False, report="none")
     assert resumed["metrics"] == full["metrics"]

@@ -4,11 +4,9 @@ import pytest
 import torch
 
 from tinyscope.errors import CheckpointError
-from tinyscope.experiments.registry import get
-from tinyscope.experiments.runner import build, evaluate_run, load_run, run_experiment
+from tinyscope.experiments.runner import evaluate_run, load_run, run_experiment
 from tinyscope.train import checkpoint as ckpt
 from tinyscope.train.stopping import Selection, StopRules
-from tinyscope.train.trainer import Trainer
 
 
 def evals(run_dir):
@@ -38,32 +36,10 @@ def test_same_seed_gives_bit_identical_metrics(tmp_path):
     assert train_losses(tmp_path / "a") == train_losses(tmp_path / "b")
 
 
-class Interrupt(Exception):
-    pass
-
-
-def test_a_killed_and_resumed_run_ends_exactly_like_an_uninterrupted_one(tmp_path):
+def test_a_killed_and_resumed_run_ends_exactly_like_an_uninterrupted_one(tmp_path, kill_run_at):
     full = run_experiment("plus-last-even", "smoke", seed=5, out=tmp_path / "full", progress=False)
-
-    exp = get("plus-last-even")
-    cfg = exp.config("smoke", 5)
-    out = tmp_path / "cut"
-    run_experiment("plus-last-even", "smoke", seed=5, out=out, progress=False, overrides=[])  # writes config
-    # start again from scratch in a fresh dir and kill it after the step-200 checkpoint
-    out = tmp_path / "killed"
-    out.mkdir()
-    (out / "config.json").write_text((tmp_path / "cut" / "config.json").read_text())
-    task, model = build(exp, cfg)
-    inner = exp.evaluator(cfg, task)
-
-    def dying(m):
-        if trainer.step == 300:
-            raise Interrupt
-        return inner(m)
-
-    trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, evaluate=dying, progress=False)
-    with pytest.raises(Interrupt):
-        trainer.fit()
+    out = tmp_path / "killed"  # started afresh and killed after the step-200 checkpoint
+    kill_run_at("plus-last-even", "smoke", 5, [], out, tmp_path / "full", step=300)
     assert ckpt.load_tensors(out / "checkpoints" / "resume.safetensors")[1]["trainer"]["step"] == 200
     resumed = run_experiment("plus-last-even", "smoke", seed=5, out=out, resume=True, progress=False)
     assert resumed["metrics"] == full["metrics"]
