@@ -26,8 +26,8 @@ def kill_run_at():
     """``kill(name, preset, seed, overrides, out, config_from, step)``: start the run of
     ``config_from/config.json`` afresh in ``out`` and kill it at the evaluation of ``step``,
     leaving the resume checkpoint of its last ``checkpoint_every``; returns the dead Trainer."""
-    from tinyscope.experiments.registry import get
-    from tinyscope.experiments.runner import build
+    from tinyscope.runs.registry import get
+    from tinyscope.runs.rundir import build
     from tinyscope.train.trainer import Trainer
 
     def kill(name, preset, seed, overrides, out, config_from, step):

@@ -12,7 +12,7 @@ import logging
 import pkgutil
 import sys
 
-from .errors import TinyscopeError
+from tinyscope.errors import TinyscopeError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tinyscope", description="Small sequence models on synthetic algorithmic tasks.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    from . import commands
+    from tinyscope import commands
 
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         importlib.import_module(f"{commands.__name__}.{info.name}").register(sub)

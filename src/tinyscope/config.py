@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Any
 
-from .errors import ConfigError
+from tinyscope.errors import ConfigError
 
 
 def to_dict(cfg: Any) -> dict:

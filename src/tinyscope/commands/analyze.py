@@ -28,10 +28,10 @@ def cmd_analyze(args) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..errors import TinyscopeError
-    from ..experiments.runner import load_run
-    from ..interp.ca_analysis import ANALYSES, AnalysisConfig, analyze
-    from ..train.checkpoint import atomic_write_bytes, atomic_write_json
+    from tinyscope.errors import TinyscopeError
+    from tinyscope.runs.rundir import load_run
+    from tinyscope.studies.spatial_induction.analysis import ANALYSES, AnalysisConfig, analyze
+    from tinyscope.train.checkpoint import atomic_write_bytes, atomic_write_json
 
     if args.n_traj < 1:
         raise TinyscopeError(f"--n-traj={args.n_traj} must be >= 1")
@@ -60,7 +60,7 @@ def cmd_analyze(args) -> int:
         fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
         plt.close(fig)
         atomic_write_bytes(out / f"{name.replace(' ', '_')}.png", buf.getvalue())
-    from ..report.run_report import write_run_report
+    from tinyscope.report.run_report import write_run_report
 
     write_run_report(args.run, which, full=False, run=run)  # the report gains an Analysis section
     print(json.dumps({k: v for k, v in results.items() if k in ("alignment", "ablation", "probes")}, indent=2))

@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 
 def cmd_construct(args) -> int:
-    from ..experiments.sih_compiled import write_compiled_run
+    from tinyscope.studies.spatial_induction.compiled import write_compiled_run
 
     sets = [f"construction.construction={args.construction}"] + list(args.overrides)
     for key, value in (("task.grid", args.grid), ("task.T", args.T), ("task.T0", args.T0),

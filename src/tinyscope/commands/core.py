@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def cmd_list(args) -> int:
-    from ..experiments import registry
+    from tinyscope.runs import registry
 
     for name in registry.names():
         print(registry.get(name).line())
@@ -37,8 +37,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from ..experiments.registry import get
-    from ..experiments.runner import run_experiment
+    from tinyscope.runs.registry import get
+    from tinyscope.runs.rundir import run_experiment
 
     exp = get(args.experiment)
     cfg = exp.config(args.preset, args.seed, args.overrides)  # validate before any file is written
@@ -53,7 +53,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from ..experiments.runner import evaluate_run
+    from tinyscope.runs.rundir import evaluate_run
 
     which = args.checkpoint if args.checkpoint in ("best", "last") else int(args.checkpoint)
     print(json.dumps(evaluate_run(args.run, which), indent=2))

@@ -56,13 +56,13 @@ def register(sub) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from ..sweep import SweepSpec, parse_grid, run_sweep
+    from tinyscope.sweep import SweepSpec, parse_grid, run_sweep
 
     if args.backend == "local":  # let the fork server import torch while we do
-        from ..sweep.local import prestart
+        from tinyscope.sweep.local import prestart
 
         prestart()
-    from ..experiments.registry import get
+    from tinyscope.runs.registry import get
 
     exp = get(args.experiment)
     seeds = args.seeds or [exp.config(args.preset).seed]
@@ -118,8 +118,8 @@ def _print_rows(headers: list[str], rows: list[list], fmt: str) -> None:
 def cmd_runs(args) -> int:
     from pathlib import Path
 
-    from ..errors import ConfigError
-    from ..sweep.index import INDEX_NAME, RunIndex, rows_for_display
+    from tinyscope.errors import ConfigError
+    from tinyscope.sweep.index import INDEX_NAME, RunIndex, rows_for_display
 
     folder = Path(args.folder)
     if not folder.is_dir():
@@ -141,8 +141,8 @@ def cmd_runs(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from ..report.sweep_report import build_report
-    from ..report.tables import get_table, table_names
+    from tinyscope.report.sweep_report import build_report
+    from tinyscope.report.tables import get_table, table_names
 
     if args.list_tables:
         for name in table_names():

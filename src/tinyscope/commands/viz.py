@@ -36,11 +36,11 @@ def register(sub) -> None:
 
 
 def cmd_viz(args) -> int:
-    from ..errors import TinyscopeError
-    from ..experiments.runner import load_run
-    from ..interp.plotting import figure_png
-    from ..interp.views import VIEWS, ViewContext, render_views, select_views
-    from ..report.run_report import ReportFigure, write_run_report
+    from tinyscope.errors import TinyscopeError
+    from tinyscope.interp.plotting import figure_png
+    from tinyscope.report.run_report import ReportFigure, write_run_report
+    from tinyscope.runs.rundir import load_run
+    from tinyscope.studies.minimal.views import VIEWS, ViewContext, render_views, select_views
 
     if args.list:
         for v in VIEWS:
@@ -70,8 +70,8 @@ def cmd_viz(args) -> int:
 
 
 def cmd_movie(args) -> int:
-    from ..experiments.runner import load_run
-    from ..interp.movies import render_movies
+    from tinyscope.runs.rundir import load_run
+    from tinyscope.studies.minimal.movies import render_movies
 
     run = load_run(args.run, "best")
     written = render_movies(run, out_dir=args.out, only=args.only, fps=args.fps, every=args.every,

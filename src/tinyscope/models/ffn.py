@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check, check_choice
-from .hooks import HookPoint
+from tinyscope.errors import check, check_choice
+from tinyscope.models.hooks import HookPoint
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,

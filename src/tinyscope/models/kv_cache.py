@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from ..errors import check
+from tinyscope.errors import check
 
 
 class KVCacheDecoder:

@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check, check_choice
-from .ffn import ACTIVATIONS, FFN_KINDS, build_ffn
-from .hooks import HookedModule, HookPoint
+from tinyscope.errors import check, check_choice
+from tinyscope.models.ffn import ACTIVATIONS, FFN_KINDS, build_ffn
+from tinyscope.models.hooks import HookedModule, HookPoint
 
 
 @dataclass

@@ -15,8 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .records import split_length  # noqa: E402
-from .stats import SettingSummary, Stat  # noqa: E402
+from tinyscope.report.records import split_length
+from tinyscope.report.stats import SettingSummary, Stat
 
 
 def length_families(summaries: Sequence[SettingSummary]) -> dict[str, list[int]]:

@@ -1,6 +1,6 @@
 """Run records: the numbers a report needs from one run directory, read without loading weights.
 
-A record is built from the files `tinyscope.experiments.runner` writes (config.json,
+A record is built from the files `tinyscope.runs.rundir` writes (config.json,
 results.json, metrics.jsonl) and, when the run failed inside a sweep, error.txt. Its
 ``setting`` is what distinguishes it from the experiment's preset other than the seed: the
 flattened config keys whose values differ from the preset's defaults. Runs that share
@@ -118,9 +118,9 @@ def preset_defaults(experiment: str, preset: str) -> dict | None:
     """Flattened default config of ``experiment``'s ``preset``; None if it is not registered."""
     key = (experiment, preset)
     if key not in _PRESET_CACHE:
-        from ..config import to_dict
-        from ..errors import TinyscopeError
-        from ..experiments import registry
+        from tinyscope.config import to_dict
+        from tinyscope.errors import TinyscopeError
+        from tinyscope.runs import registry
 
         try:
             _PRESET_CACHE[key] = flatten(to_dict(registry.get(experiment).config(preset)))

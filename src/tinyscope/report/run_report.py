@@ -1,7 +1,7 @@
 """RUN/report.html: one self-contained page per run.
 
 The page holds the run's identity and results, its full config, the learning curve, every view
-of :mod:`tinyscope.interp.views` that applies to the run in the order of the paper's
+of :mod:`tinyscope.studies.minimal.views` that applies to the run in the order of the paper's
 walkthrough (Mahajne & Moldwin, Fig. 2-15), the figures the experiment itself declares
 (``Experiment.figures(run)``), and the training movies when RUN/movies holds them. Images are
 embedded as ``data:`` URIs and the page has no scripts and no external references, so it opens
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..train.checkpoint import atomic_write_bytes
+from tinyscope.train.checkpoint import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def render_html(title: str, summary: list[tuple[str, object]], metrics: dict, co
 
 def _render(name: str, label: str, caption: str, draw, dpi: int) -> ReportFigure:
     """Draw one figure into PNG bytes; a failure becomes a visible note, not a lost report."""
-    from ..interp.plotting import figure_png
+    from tinyscope.interp.plotting import figure_png
 
     try:
         fig = draw()
@@ -104,7 +104,7 @@ def _render(name: str, label: str, caption: str, draw, dpi: int) -> ReportFigure
 
 def view_figures(ctx, only: list[str] | None = None, dpi: int = 90) -> list[ReportFigure]:
     """The walkthrough views that apply to the run, as PNGs, in paper order."""
-    from ..interp.views import select_views
+    from tinyscope.studies.minimal.views import select_views
 
     out = []
     for view in select_views(only):
@@ -151,7 +151,7 @@ def analysis_figures(run_dir: Path) -> list[ReportFigure]:
 
 def movie_figures(run_dir: Path, max_bytes: int = 8_000_000) -> list[ReportFigure]:
     """Training movies already rendered into RUN/movies (GIFs up to ``max_bytes`` are embedded)."""
-    from ..interp.movies import MOVIE_NAMES
+    from tinyscope.studies.minimal.movies import MOVIE_NAMES
 
     out = []
     for name in MOVIE_NAMES:
@@ -176,8 +176,8 @@ def write_run_report(run_dir: str | Path, which: str | int = "best", full: bool 
     figures: already rendered view figures to use instead of drawing them again (``tinyscope viz``);
     run: the run already in memory (``runner.Run``), instead of loading checkpoint ``which``.
     """
-    from ..experiments.runner import load_run
-    from ..interp.views import ViewContext
+    from tinyscope.runs.rundir import load_run
+    from tinyscope.studies.minimal.views import ViewContext
 
     run_dir = Path(run_dir)
     t0 = time.perf_counter()

@@ -20,8 +20,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..errors import TinyscopeError
-from .records import RunRecord, format_value
+from tinyscope.errors import TinyscopeError
+from tinyscope.report.records import RunRecord, format_value
 
 
 class FingerprintMismatch(TinyscopeError):

@@ -14,11 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import TinyscopeError
-from .figures import length_families, plot_length_curves
-from .records import RunRecord, format_value, load_records
-from .stats import FingerprintMismatch, SettingSummary, natural, paired_differences, summarize, variants_along
-from .tables import Table, get_table
+from tinyscope.errors import TinyscopeError
+from tinyscope.report.figures import length_families, plot_length_curves
+from tinyscope.report.records import RunRecord, format_value, load_records
+from tinyscope.report.stats import (
+    FingerprintMismatch,
+    SettingSummary,
+    natural,
+    paired_differences,
+    summarize,
+    variants_along,
+)
+from tinyscope.report.tables import Table, get_table
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +125,7 @@ def _write(folder: Path, stem: str, table: Table, files: list[Path]) -> None:
 def _ood_above(records: Sequence[RunRecord]) -> float | None:
     """The longest in-distribution length: the experiment's optional ``max_train_length(cfg)``,
     else the largest of a config list named ``*.id_lengths`` (TraceRelay's convention)."""
-    from ..experiments.runner import read_config
+    from tinyscope.runs.rundir import read_config
 
     bounds = set()
     for r in records:

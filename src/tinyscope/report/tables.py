@@ -26,9 +26,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import ConfigError, TinyscopeError
-from .records import RunRecord, format_value
-from .stats import FingerprintMismatch, Stat, mean_sd
+from tinyscope.errors import ConfigError, TinyscopeError
+from tinyscope.report.records import RunRecord, format_value
+from tinyscope.report.stats import FingerprintMismatch, Stat, mean_sd
 
 Cell = Any  # str | int | float | Stat | None
 
@@ -281,7 +281,7 @@ def register_table(layout: TableLayout | FunctionTable) -> TableLayout | Functio
 
 
 def table_names() -> list[str]:
-    from ..experiments import registry
+    from tinyscope.runs import registry
 
     registry.names()  # experiment modules register their tables on import
     return sorted(_TABLES)

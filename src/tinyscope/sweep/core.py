@@ -26,10 +26,10 @@ from typing import Any, Iterator
 
 from tqdm.auto import tqdm
 
-from ..errors import ConfigError, TinyscopeError
-from ..train.checkpoint import atomic_write_json
-from .grid import RunSpec, SweepSpec
-from .index import RunIndex, first_line
+from tinyscope.errors import ConfigError, TinyscopeError
+from tinyscope.sweep.grid import RunSpec, SweepSpec
+from tinyscope.sweep.index import RunIndex, first_line
+from tinyscope.train.checkpoint import atomic_write_json
 
 log = logging.getLogger(__name__)
 BACKENDS = ("local", "ray")
@@ -103,7 +103,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
     if address and backend != "ray":
         raise ConfigError("--address is for --backend ray")
     if backend == "local":
-        from .local import prestart
+        from tinyscope.sweep.local import prestart
 
         prestart()
     runs = spec.validate()
@@ -154,11 +154,11 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
             if not job_dicts:
                 pass
             elif backend == "local":
-                from .local import run_local
+                from tinyscope.sweep.local import run_local
 
                 run_local(job_dicts, jobs, on_start, on_finish)
             else:
-                from .ray_backend import run_ray
+                from tinyscope.sweep.ray_backend import run_ray
 
                 run_ray(job_dicts, jobs, on_start, on_finish, address=address, threads=threads)
         finally:

@@ -12,7 +12,7 @@ import itertools
 import re
 from dataclasses import asdict, dataclass, field
 
-from ..errors import ConfigError
+from tinyscope.errors import ConfigError
 
 
 def split_values(text: str) -> list[str]:
@@ -125,7 +125,7 @@ class SweepSpec:
 
     def validate(self) -> list[RunSpec]:
         """Expand and build every run's config, so that a bad key or value fails before any run starts."""
-        from ..experiments import registry
+        from tinyscope.runs import registry
 
         exp = registry.get(self.experiment)
         if not getattr(exp, "trainable", True):

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import ConfigError
-from ..report.records import RunRecord, find_runs, format_value, read_run
+from tinyscope.errors import ConfigError
+from tinyscope.report.records import RunRecord, find_runs, format_value, read_run
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

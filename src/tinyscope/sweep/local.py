@@ -22,7 +22,7 @@ Job = dict[str, Any]
 def child_main(job: Job, ctl) -> None:
     """Target of a run's process. Defined here, importing the heavy worker module only in the
     child (where the fork server has preloaded it), so the sweep itself never imports it."""
-    from .worker import run_child
+    from tinyscope.sweep.worker import run_child
 
     run_child(job, ctl)
 
@@ -60,7 +60,7 @@ def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
 
     On an exception (KeyboardInterrupt included) the running processes are stopped before it
     propagates; their runs resume from their last checkpoint next time."""
-    from .index import run_dir_row
+    from tinyscope.sweep.index import run_dir_row
 
     ctx = context()
     pending: deque[Job] = deque(jobs)

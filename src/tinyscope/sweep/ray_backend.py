@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..errors import TinyscopeError
+from tinyscope.errors import TinyscopeError
 
 Job = dict[str, Any]
 
@@ -25,7 +25,7 @@ def _ray():
 
 
 def _execute(job: Job) -> dict:
-    from .worker import execute
+    from tinyscope.sweep.worker import execute
 
     return execute(job)
 

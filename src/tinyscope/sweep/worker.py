@@ -20,14 +20,12 @@ from typing import Any
 import matplotlib
 import torch
 
-from .. import interp
-from ..experiments import registry
-from ..experiments.runner import run_experiment
-from ..train.checkpoint import atomic_write_json
-from .grid import RunSpec
-from .index import run_dir_row
-
-
+from tinyscope import interp
+from tinyscope.runs import registry
+from tinyscope.runs.rundir import run_experiment
+from tinyscope.sweep.grid import RunSpec
+from tinyscope.sweep.index import run_dir_row
+from tinyscope.train.checkpoint import atomic_write_json
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -107,6 +105,7 @@ def _warm_up() -> None:
     torch.set_num_threads(1)
     names = ["torch.distributed", "tinyscope.report.run_report", "PIL.ImageDraw", "PIL.ImageFont"]
     names += [f"tinyscope.interp.{m.name}" for m in pkgutil.iter_modules(interp.__path__)]
+    registry.names()  # every study's experiment modules
     for name in names:
         try:
             importlib.import_module(name)

@@ -17,8 +17,8 @@ from typing import Literal
 
 import numpy as np
 
-from ..errors import ConfigError, check, check_choice
-from .base import Batch, fingerprint
+from tinyscope.errors import ConfigError, check, check_choice
+from tinyscope.tasks.base import Batch, fingerprint
 
 
 @dataclass

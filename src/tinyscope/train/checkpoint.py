@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save as st_save
 from safetensors.torch import load_file
+from safetensors.torch import save as st_save
 
-from ..errors import CheckpointError
+from tinyscope.errors import CheckpointError
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

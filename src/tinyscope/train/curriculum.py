@@ -15,12 +15,12 @@ selection metric), ``done`` (1 once the last stage met its threshold: a stop met
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 import numpy as np
 
-from ..errors import check, check_choice
+from tinyscope.errors import check, check_choice
 
 
 @dataclass

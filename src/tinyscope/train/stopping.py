@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from ..errors import ConfigError
+from tinyscope.errors import ConfigError
 
 
 def _better(a: float, b: float, mode: str) -> bool:

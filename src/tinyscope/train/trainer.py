@@ -22,14 +22,14 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..errors import check, check_choice
-from ..tasks.base import Batch, step_rng
-from . import checkpoint as ckpt
-from .distributed import DistInfo, setup
-from .muon import MuonAdamW, muon_param_groups
-from .schedule import lr_multiplier
-from .stopping import Selection, StopRules
-from .tensorboard import curve_logger
+from tinyscope.errors import check, check_choice
+from tinyscope.tasks.base import Batch, step_rng
+from tinyscope.train import checkpoint as ckpt
+from tinyscope.train.distributed import DistInfo, setup
+from tinyscope.train.loggers import curve_logger
+from tinyscope.train.optim import MuonAdamW, muon_param_groups
+from tinyscope.train.schedule import lr_multiplier
+from tinyscope.train.stopping import Selection, StopRules
 
 log = logging.getLogger(__name__)
 

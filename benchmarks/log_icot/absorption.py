@@ -1,0 +1,52 @@
+"""Absorption of the chain of thought into depth: per-stage, per-layer attention mass on each tree
+level and per-layer probe accuracy of each level's XOR values, for a finished parity run.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/log_icot/absorption.py runs/parity-logicot-cpu-s0 --out figs/
+
+Saves ``absorption_attention.png`` and ``absorption_probes.png`` under ``--out`` (default: the run's
+``figures/``) and prints the level-mass tables, then the probe tables, the last stage last.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+
+def main() -> None:
+    import torch
+
+    from tinyscope.runs.rundir import load_run
+    from tinyscope.studies.log_icot.absorption import (
+        absorption_over_stages,
+        format_mass,
+        plot_attention_by_stage,
+        plot_probe_tables,
+    )
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--examples", type=int, default=512)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    run = load_run(args.run)
+    stages = absorption_over_stages(run, n_examples=args.examples)
+    task = run.task.task
+    out = Path(args.out) if args.out else Path(args.run) / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    plot_attention_by_stage(stages, task).savefig(out / "absorption_attention.png", dpi=130)
+    plot_probe_tables(stages).savefig(out / "absorption_probes.png", dpi=130)
+    print(f"figures in {out}")
+    for entry in stages:
+        print("\nprobe accuracy (rows: layer outputs, columns: tree levels 1..L), stage", entry["stage"])
+        for name, row in zip(entry["probe_rows"], entry["probe"]):
+            print(f"{name:>8}  " + "  ".join("   -  " if np.isnan(v) else f"{v:6.3f}" for v in row))
+    for entry in stages:
+        print()
+        print(format_mass(entry))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""Spatial induction heads: in-context learning of cellular-automaton rules (paper 000).
+
+Twelve experiments ``sih-{eca,v3,vn2d}-{shared,dedicated}-{det,stoch}``:
+
+* eca  = 1D V=2 k=3 (elementary), v3 = 1D V=3 k=3, vn2d = 2D von Neumann V=2 k=5 (Table 10);
+* shared = heads [1,1], MLPs in both layers; dedicated = heads [|U|,1], MLP only in layer 2;
+* det = rules from disjoint train / val-out / test pools; stoch = fresh Dirichlet(1) rules.
+
+Presets: ``paper`` = Tables 10-12 (batch 1024, 50M trajectories x epochs); ``cpu`` = sized for
+two CPU cores (see docs/cellular.md for what was tried); ``smoke`` = seconds, for tests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from tinyscope.errors import check
+from tinyscope.models.transformer import Transformer, TransformerConfig
+from tinyscope.report.tables import Key, Metric, TableLayout, register_table
+from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.registry import register
+from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask
+from tinyscope.train.trainer import TrainConfig
+
+
+def soft_target_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+    """Mean cross-entropy H(q, p_model) against soft targets q = ``batch["soft_targets"]``
+    (B, L, vocab) over ``loss_mask``: with q = q_true(. | parents) it is the conditional
+    expectation of the sampled-label loss (``task.train_targets=expected``)."""
+    logits = model(batch["tokens"])  # (B, L, vocab)
+    mask = batch["loss_mask"]  # (B, L)
+    logp = torch.log_softmax(logits[mask].float(), -1)  # (M, vocab)
+    return -(batch["soft_targets"][mask] * logp).sum(-1).mean()
+
+
+# ------------------------------------------------------------------ settings (Table 10)
+SETTINGS = {
+    "eca": dict(neighbourhood="elementary", V=2, det=dict(grid=[16], T=10, T0=4), stoch=dict(grid=[16], T=20, T0=10),
+                symmetry=("reflection", "complement"), holdout=[110], routing=4),
+    "v3": dict(neighbourhood="elementary", V=3, det=dict(grid=[32], T=12, T0=8), stoch=dict(grid=[16], T=20, T0=10),
+               symmetry=("none", "all"), holdout=[], routing=4),
+    "vn2d": dict(neighbourhood="von_neumann", V=2, det=dict(grid=[6, 6], T=12, T0=8),
+                 stoch=dict(grid=[6, 6], T=20, T0=10), symmetry=("none", "complement"), holdout=[], routing=8),
+}
+
+# (d_model, d_ffn, lr, beta2, epochs) from Tables 11 (det) and 12 (stoch)
+PAPER_HPARAMS = {
+    ("eca", "shared", "det"): (128, 512, 1e-3, 0.999, 3), ("eca", "dedicated", "det"): (128, 512, 1e-3, 0.999, 3),
+    ("v3", "shared", "det"): (256, 1024, 5e-4, 0.95, 8), ("v3", "dedicated", "det"): (256, 1024, 5e-4, 0.95, 8),
+    ("vn2d", "shared", "det"): (1024, 4096, 1e-3, 0.95, 5), ("vn2d", "dedicated", "det"): (1024, 4096, 1e-3, 0.95, 5),
+    ("eca", "shared", "stoch"): (256, 1024, 1e-3, 0.999, 15), ("eca", "dedicated", "stoch"): (128, 512, 1e-3, 0.999, 8),
+    ("v3", "shared", "stoch"): (256, 1024, 5e-4, 0.95, 8), ("v3", "dedicated", "stoch"): (256, 1024, 5e-4, 0.95, 8),
+    ("vn2d", "shared", "stoch"): (1024, 4096, 5e-4, 0.95, 10), ("vn2d", "dedicated", "stoch"): (512, 2048, 1e-3, 0.95, 5),
+}
+PAPER_TRAJECTORIES = 50_000_000
+PAPER_BATCH = 1024
+
+
+@dataclass
+class SihEvalConfig:
+    eval_batch: int = 256          # trajectories per forward pass in evaluation
+    n_ar: int = 256                # test trajectories used for the autoregressive metrics
+    ar_seed: int = 42              # App. I.3: all evaluations use seed 42
+
+
+@dataclass
+class SihRunConfig:
+    seed: int = 0
+    task: CellularConfig = field(default_factory=CellularConfig)
+    model: TransformerConfig = field(default_factory=TransformerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: SihEvalConfig = field(default_factory=SihEvalConfig)
+
+    def __post_init__(self):
+        n_ctx = CellularTask(self.task).n_ctx
+        check(self.model.n_ctx >= n_ctx, f"model.n_ctx={self.model.n_ctx} must be >= the stream's {n_ctx} input positions")
+        check(self.model.vocab_size == self.task.V + 2,
+              f"model.vocab_size={self.model.vocab_size} must be task.V + 2 = {self.task.V + 2}")
+
+
+def task_config(setting: str, regime: str, **kw) -> CellularConfig:
+    s = SETTINGS[setting]
+    base = dict(neighbourhood=s["neighbourhood"], V=s["V"], rules="deterministic" if regime == "det" else "stochastic",
+                symmetry_spatial=s["symmetry"][0], symmetry_states=s["symmetry"][1], holdout=list(s["holdout"]),
+                **s[regime])
+    base.update(kw)
+    return CellularConfig(**base)
+
+
+def model_config(task: CellularConfig, arch: str, d_model: int, d_ffn: int, n_routing: int, **kw) -> TransformerConfig:
+    """Pre-LN 2-layer transformer, learned absolute positions, no final LayerNorm, bias-free
+    output head, biases in attention and MLPs, each layer's head width d_model / heads (the
+    public code's nn.MultiheadAttention; REFERENCE.md)."""
+    heads = [1, 1] if arch == "shared" else [n_routing, 1]
+    mlp = [d_ffn, d_ffn] if arch == "shared" else [0, d_ffn]
+    n_ctx = CellularTask(task).n_ctx
+    base = dict(vocab_size=task.V + 2, n_ctx=n_ctx, d_model=d_model, d_head=None, n_heads=heads,
+                d_mlp=mlp, act="relu", norm="pre", final_norm=False, attn_out_proj=True, qkv_bias=True,
+                attn_out_bias=True, mlp_bias=True, unembed_bias=False, positions="learned", init="torch")
+    base.update(kw)
+    return TransformerConfig(**base)
+
+
+def _select(regime: str) -> dict:
+    if regime == "det":
+        return dict(select_metric="val_tf_seq_acc", select_mode="max", tie_break_metric="val_loss")
+    return dict(select_metric="val_tf_kl_true", select_mode="min")
+
+
+def paper_preset(setting: str, arch: str, regime: str):
+    d, d_ffn, lr, beta2, epochs = PAPER_HPARAMS[(setting, arch, regime)]
+    steps = PAPER_TRAJECTORIES * epochs // PAPER_BATCH
+    task = task_config(setting, regime, n_val=4096, n_test=16384)
+    return lambda: SihRunConfig(
+        task=task, model=model_config(task, arch, d, d_ffn, SETTINGS[setting]["routing"]),
+        train=TrainConfig(steps=steps, batch_size=PAPER_BATCH, lr=lr, betas=[0.9, beta2], weight_decay=0.2,
+                          schedule="cosine", warmup_steps=max(1, int(0.004 * steps)), grad_clip=1.0,
+                          eval_every=2000, checkpoint_every=10000, log_every=200, patience=999, min_delta=0.0005,
+                          **_select(regime)),
+        eval=SihEvalConfig(n_ar=4096))
+
+
+def cpu_preset(setting: str, arch: str, regime: str):
+    """Sized for 2 CPU cores: d_model 64, batch 32, GPT-2 initialization (std 0.02), AdamW 1e-2
+    and a warmup-stable-decay schedule (200 warmup steps, the full rate until the last quarter,
+    then a cosine to 5%). Deterministic rules: 16,000 steps, starting with a short horizon
+    curriculum (T = 3, then 5, for 1000 batches each). Stochastic rules: 18,000 steps; the first
+    12,000 draw near-deterministic Dirichlet(0.02) rules at T = 3, 5, then 10 (the gather-and-match
+    circuit forms there, on cheap short streams), the rest Dirichlet(1) rules at the full T. What
+    was tried and measured is in docs/cellular.md."""
+    d = 64
+    if regime == "det":
+        steps, lr, curriculum = 16000, 1e-2, dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000])
+    else:
+        steps, lr, curriculum = 18000, 1e-2, dict(curriculum_T=[3, 5, 10], curriculum_steps=[1000, 1000, 10000],
+                                                  curriculum_alpha=[0.02, 0.02, 0.02])
+    task = task_config(setting, regime, n_val=256, n_test=1024, **curriculum)
+    return lambda: SihRunConfig(
+        task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
+        train=TrainConfig(steps=steps, batch_size=32, lr=lr, betas=[0.9, 0.99], weight_decay=0.1, schedule="wsd",
+                          warmup_steps=200, decay_fraction=0.25, min_lr_ratio=0.05, grad_clip=1.0, eval_every=500,
+                          checkpoint_every=1000, log_every=100, threads=1, **_select(regime)),
+        eval=SihEvalConfig(n_ar=256))
+
+
+def smoke_preset(setting: str, arch: str, regime: str):
+    s = SETTINGS[setting]
+    small = dict(grid=[8], T=5, T0=3, n_val=16, n_test=16)
+    if regime == "stoch":
+        small.update(T=6, T0=4)
+    if setting == "v3":
+        small.update(grid=[16], T=10, T0=9)
+    if setting == "vn2d":
+        small.update(grid=[6, 6], T=7, T0=6)
+    task = task_config(setting, regime, **small)
+    return lambda: SihRunConfig(
+        task=task, model=model_config(task, arch, 16, 32, s["routing"]),
+        train=TrainConfig(steps=20, batch_size=8, lr=3e-3, eval_every=10, checkpoint_every=10, log_every=5, threads=1,
+                          **_select(regime)),
+        eval=SihEvalConfig(eval_batch=16, n_ar=8))
+
+
+class SihExperiment(Experiment):
+    paper = "000"
+
+    def __init__(self, setting: str, arch: str, regime: str):
+        self.setting, self.arch, self.regime = setting, arch, regime
+        self.name = f"sih-{setting}-{arch}-{regime}"
+        kind = {"eca": "1D V=2 k=3", "v3": "1D V=3 k=3", "vn2d": "2D von Neumann V=2 k=5"}[setting]
+        self.description = f"spatial induction heads: {kind}, {arch} L1, {'deterministic' if regime == 'det' else 'stochastic'} rules"
+        self.config_cls = SihRunConfig
+        self.presets = {"smoke": smoke_preset(setting, arch, regime), "cpu": cpu_preset(setting, arch, regime),
+                        "paper": paper_preset(setting, arch, regime)}
+
+    @property
+    def stochastic(self) -> bool:
+        return self.regime == "stoch"
+
+    def build_task(self, cfg: SihRunConfig) -> CellularTask:
+        return CellularTask(cfg.task)
+
+    def build_model(self, cfg: SihRunConfig, task: CellularTask) -> Transformer:
+        return Transformer(cfg.model)
+
+    def objective(self, cfg: SihRunConfig, task: CellularTask):
+        return soft_target_loss if cfg.task.train_targets == "expected" else None
+
+    def evaluator(self, cfg: SihRunConfig, task: CellularTask):
+        from tinyscope.studies.spatial_induction.metrics import model_logits, teacher_forced_metrics
+
+        val = task.eval_set("val")
+
+        def evaluate(model: torch.nn.Module) -> dict:
+            logits = model_logits(model, val.tokens, cfg.eval.eval_batch)
+            m = teacher_forced_metrics(logits, task.layout, val.meta["traj"], val.targets, val.loss_mask,
+                                       val.meta["tables"], self.stochastic)
+            return {f"val_{k}": v for k, v in m.items()}
+
+        return evaluate
+
+    def final_evaluation(self, cfg: SihRunConfig, task: CellularTask, model: torch.nn.Module) -> dict:
+        from tinyscope.studies.spatial_induction.metrics import model_logits, teacher_forced_metrics
+        from tinyscope.studies.spatial_induction.rollout import autoregressive_metrics
+
+        model.eval()
+        out = self.evaluator(cfg, task)(model)
+        test = task.eval_set("test")
+        logits = model_logits(model, test.tokens, cfg.eval.eval_batch)
+        tf = teacher_forced_metrics(logits, task.layout, test.meta["traj"], test.targets, test.loss_mask,
+                                    test.meta["tables"], self.stochastic)
+        out.update({f"test_{k}": v for k, v in tf.items()})
+        if not self.stochastic:  # diagnostic val-in splits (training rules, new initial states)
+            for split in ("val_in", "val_in_nofilter"):
+                ev = task.eval_set(split)
+                m = teacher_forced_metrics(model_logits(model, ev.tokens, cfg.eval.eval_batch), task.layout,
+                                           ev.meta["traj"], ev.targets, ev.loss_mask)
+                out[f"{split}_tf_cell_acc"] = m["tf_cell_acc"]
+        n = min(cfg.eval.n_ar, len(test))
+        ar = autoregressive_metrics(model, task.layout, test.meta["traj"][:n], cfg.task.T0, stochastic=self.stochastic,
+                                    seed=cfg.eval.ar_seed, batch_size=cfg.eval.eval_batch)
+        out.update({f"test_{k}": v for k, v in ar.items()})
+        return {k: float(v) for k, v in out.items()}
+
+    def figures(self, run) -> dict:
+        from tinyscope.studies.spatial_induction.rollout import rollout_figure_for_run
+
+        if self.setting != "eca":
+            return {}
+        return {"rollout": rollout_figure_for_run(run)}
+
+
+for _setting in SETTINGS:
+    for _arch in ("shared", "dedicated"):
+        for _regime in ("det", "stoch"):
+            register(SihExperiment(_setting, _arch, _regime))
+
+
+# ------------------------------------------------------------------ Tables 13 and 14
+TASK_LABELS = {"eca": "1D V=2, k=3", "v3": "1D V=3, k=3", "vn2d": "2D VN V=2, k=5"}
+ARCH_LABELS = {"shared": "Shared-head", "dedicated": "Dedicated-heads"}
+
+
+def _task_label(run) -> str:
+    return TASK_LABELS[run.experiment.split("-")[1]]
+
+
+def _arch_label(run) -> str:
+    return ARCH_LABELS[run.experiment.split("-")[2]]
+
+
+_ROWS = (Key("Task", _task_label, order=tuple(TASK_LABELS.values())),
+         Key("Arch.", _arch_label, order=tuple(ARCH_LABELS.values())),
+         Key("Preset", "preset"))
+
+TABLE13 = register_table(TableLayout(
+    name="sih-table13", caption="Table 13: deterministic evaluation on held-out test rules",
+    experiments=("sih-*-det",), rows=_ROWS,
+    metrics=(Metric("TF seq acc", "test_tf_seq_acc", digits=4), Metric("TF cell acc", "test_tf_cell_acc", digits=4),
+             Metric("AR cell acc", "test_ar_cell_acc", digits=4)),
+    description="spatial induction heads, App. I.4 Table 13 (mean ± sample SD over seeds)"))
+
+TABLE14 = register_table(TableLayout(
+    name="sih-table14", caption="Table 14: stochastic evaluation on held-out test trajectories",
+    experiments=("sih-*-stoch",), rows=_ROWS,
+    metrics=(Metric("TF KL kg||m", "test_tf_kl_kgram", digits=4), Metric("TF KL true||m", "test_tf_kl_true", digits=4),
+             Metric("TF cell acc", "test_tf_cell_acc", digits=4), Metric("(kgram)", "test_kgram_acc", digits=4),
+             Metric("AR cell acc", "test_ar_cell_acc", digits=4), Metric("(kgram)", "test_ar_cell_acc_kgram", digits=4),
+             Metric("AR KL kg||m", "test_ar_kl_kgram", digits=4)),
+    description="spatial induction heads, App. I.4 Table 14 (mean ± sample SD over seeds)"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tinyscope.studies.spatial_induction.experiment RUN_DIR ...``: print Tables 13 and 14 (the same as
+    ``tinyscope report DIR --table sih-table13``);
+    ``... --figure RUN_DIR ...``: write each ECA run's Figure 1 rollout to RUN_DIR/figures/rollout.png;
+    ``... --figure1 DET_RUN STOCH_RUN OUT.png``: both rows of Figure 1 (Rule 110, Stavskaya) in one figure."""
+    import sys
+    from pathlib import Path
+
+    args = list(argv if argv is not None else sys.argv[1:])
+    if args and args[0] == "--figure1":
+        from tinyscope.runs.rundir import load_run
+        from tinyscope.studies.spatial_induction.rollout import rollout_figure, rollout_panel_for_run
+
+        runs = [load_run(d) for d in args[1:3]]
+        rollout_figure([rollout_panel_for_run(r) for r in runs]).savefig(args[3], dpi=130)
+        print(args[3])
+        return
+    if args and args[0] == "--figure":
+        from tinyscope.runs.rundir import load_run
+
+        for d in map(Path, args[1:]):
+            run = load_run(d)
+            for name, fig in run.experiment.figures(run).items():
+                (d / "figures").mkdir(exist_ok=True)
+                fig.savefig(d / "figures" / f"{name}.png", dpi=130)
+                print(d / "figures" / f"{name}.png")
+        return
+    from tinyscope.report.records import read_run
+
+    runs = [read_run(d) for d in map(Path, args) if (d / "results.json").exists()]
+    for layout in (TABLE13, TABLE14):
+        if layout.select(runs):
+            print(layout.build(runs).to_markdown(), end="\n\n")
+
+
+if __name__ == "__main__":
+    main()

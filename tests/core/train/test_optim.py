@@ -1,0 +1,98 @@
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from tinyscope.errors import ConfigError
+from tinyscope.runs.rundir import run_experiment
+from tinyscope.train.optim import MuonAdamW, muon_param_groups, orthogonalize, orthogonalize_svd
+from tinyscope.train.trainer import TrainConfig
+
+
+@pytest.mark.parametrize("shape", [(96, 48), (48, 96), (64, 64)])
+def test_newton_schulz_is_close_to_the_exact_polar_factor(shape):
+    g = torch.Generator().manual_seed(0)
+    u, _ = torch.linalg.qr(torch.randn(shape[0], min(shape), generator=g))
+    v, _ = torch.linalg.qr(torch.randn(shape[1], min(shape), generator=g))
+    sv = torch.linspace(0.05, 1.0, min(shape))  # condition number 20; five iterations cannot
+    m = u @ torch.diag(sv) @ v.T                # lift singular values near 0 (a random square matrix)
+    approx, exact = orthogonalize(m), orthogonalize_svd(m)
+    assert approx.shape == m.shape
+    # the quintic iteration maps singular values into roughly [0.7, 1.2], not exactly to 1 ...
+    sv = torch.linalg.svdvals(approx)
+    assert sv.min() > 0.5 and sv.max() < 1.3
+    # ... with the singular vectors of m: the projection onto the exact factor dominates
+    cos = (approx * exact).sum() / (approx.norm() * exact.norm())
+    assert cos > 0.95
+    # and the exact reference is orthogonal
+    small = min(shape)
+    gram = exact.T @ exact if shape[0] >= shape[1] else exact @ exact.T
+    assert torch.allclose(gram, torch.eye(small), atol=1e-5)
+
+
+def test_groups_split_hidden_matrices_from_everything_else():
+    net = nn.Sequential(nn.Linear(1, 64), nn.Linear(64, 48), nn.LayerNorm(48), nn.Linear(48, 3))
+    groups = muon_param_groups(net, muon_lr=0.02, adam_lr=1e-3)
+    muon = {id(p) for p in groups[0]["params"]}
+    assert groups[0]["use_muon"] and not groups[1]["use_muon"]
+    assert muon == {id(net[1].weight)}
+    assert sum(len(g["params"]) for g in groups) == len(list(net.parameters()))
+    assert [g["base_lr"] for g in groups] == [0.02, 1e-3]
+
+
+def test_the_adamw_half_matches_torch_adamw_step_for_step():
+    torch.manual_seed(0)
+    a, b = nn.Linear(5, 4), nn.Linear(5, 4)
+    b.load_state_dict(a.state_dict())
+    ours = MuonAdamW([dict(params=list(a.parameters()), use_muon=False, lr=3e-3)], weight_decay=0.1)
+    ref = torch.optim.AdamW(b.parameters(), lr=3e-3, weight_decay=0.1)
+    for step in range(5):
+        x = torch.randn(8, 5)
+        for net, opt in ((a, ours), (b, ref)):
+            opt.zero_grad()
+            net(x).pow(2).sum().backward()
+            opt.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_a_muon_step_is_the_orthogonalised_nesterov_momentum():
+    torch.manual_seed(1)
+    w = nn.Parameter(torch.randn(32, 16))
+    start = w.detach().clone()
+    opt = MuonAdamW([dict(params=[w], use_muon=True, lr=0.1)], momentum=0.9, weight_decay=0.0)
+    grads = [torch.randn(32, 16) for _ in range(2)]
+    buf = torch.zeros(32, 16)
+    expect = start.clone()
+    for g in grads:
+        w.grad = g.clone()
+        opt.step()
+        buf = 0.9 * buf + g
+        expect = expect - 0.1 * (32 / 16) ** 0.5 * orthogonalize(g + 0.9 * buf)
+    assert torch.allclose(w.detach(), expect, atol=1e-5)
+
+
+def test_bad_optimizer_settings_are_one_line_errors():
+    with pytest.raises(ConfigError, match="train.optimizer"):
+        TrainConfig(optimizer="sgd")
+    with pytest.raises(ConfigError, match="train.muon_lr"):
+        TrainConfig(optimizer="muon", muon_lr=0.0)
+    with pytest.raises(ConfigError, match="train.muon_momentum"):
+        TrainConfig(optimizer="muon", muon_momentum=1.0)
+
+
+def test_a_killed_muon_run_resumes_exactly(tmp_path, kill_run_at):
+    """Muon's momentum and AdamW's moments travel through the resume checkpoint."""
+    overrides = ["train.optimizer=muon", "train.checkpoint_every=6"]
+    full = run_experiment("theia-kleene", "smoke", seed=2, overrides=overrides, out=tmp_path / "full",
+                          progress=False, report="none")
+    out = tmp_path / "killed"
+    trainer = kill_run_at("theia-kleene", "smoke", 2, overrides, out, tmp_path / "full", step=12)
+    assert isinstance(trainer.opt, MuonAdamW) and trainer.opt.param_groups[0]["use_muon"]
+    resumed = run_experiment("theia-kleene", "smoke", seed=2, overrides=overrides, out=out, resume=True,
+                             progress=False, report="none")
+    assert resumed["metrics"] == full["metrics"]
+    lines = lambda d: [ln for ln in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in ln]  # noqa: E731
+    strip = lambda ln: {k: v for k, v in json.loads(ln).items() if k != "time"}  # noqa: E731
+    assert [strip(x) for x in lines(out)] == [strip(x) for x in lines(tmp_path / "full")]

@@ -1,0 +1,79 @@
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from tinyscope.runs.rundir import load_run, run_experiment
+from tinyscope.studies.log_icot.absorption import (
+    KeyGroups,
+    absorption_figures,
+    absorption_over_stages,
+    attention_patterns,
+    format_mass,
+    level_mass,
+    probe_table,
+    stage_end_steps,
+)
+from tinyscope.studies.log_icot.model import ConstrainedParityConfig, ConstrainedParityTransformer, set_tree_attention
+from tinyscope.studies.log_icot.task import Parity, ParityConfig
+
+
+@pytest.fixture(scope="module")
+def tree_model():
+    task = Parity(ParityConfig(n=12, k=8, subset_seed=4))
+    model = ConstrainedParityTransformer(ConstrainedParityConfig(), 12, 8)
+    set_tree_attention(model, task.subset)
+    return task, model
+
+
+def test_key_groups_partition_bits_and_slots(tree_model):
+    task, _ = tree_model
+    groups = KeyGroups.of(task)
+    assert groups.names == ["bits (selected)", "bits (other)", "level 1 slots", "level 2 slots"]
+    flat = np.concatenate(groups.members)
+    assert len(flat) == len(set(flat.tolist())) == 12 + 6
+    assert set(groups.members[0].tolist()) == set(task.subset.tolist())
+
+
+def test_exact_tree_gives_the_staircase_of_level_mass(tree_model):
+    task, model = tree_model
+    patterns = attention_patterns(model, task, n_examples=64)
+    assert patterns.shape == (3, 19, 19)
+    mass, names = level_mass(patterns, task)
+    expect = np.zeros((3, 4))
+    expect[0, 0] = expect[1, 2] = expect[2, 3] = 1.0  # layer 1 -> selected bits, layer l -> level l-1 slots
+    np.testing.assert_allclose(mass, expect, atol=1e-6)
+    assert "layer" in format_mass({"stage": 0, "step": 5, "mass": mass, "groups": names})
+
+
+def test_probes_read_each_level_after_its_layer(tree_model):
+    task, model = tree_model
+    table, rows = probe_table(model, task, n_train=300, n_test=300)
+    assert rows == ["layer 1", "layer 2", "layer 3"]
+    assert table.shape == (3, 3)
+    for layer in range(3):
+        for level in range(3):
+            if level <= layer:
+                assert table[layer, level] == pytest.approx(1.0)  # computed by now and kept
+            else:
+                assert table[layer, level] < 0.7  # not computed yet: about chance
+
+
+def test_stage_end_steps_pick_the_last_checkpointed_evaluation():
+    metrics = [{"split": "eval", "step": s, "stage": st} for s, st in [(0, 0), (10, 0), (20, 1), (25, 1), (30, 2)]]
+    metrics.append({"split": "train", "step": 30, "loss": 0.1})
+    assert stage_end_steps(metrics, [0, 10, 20, 30]) == {0: 10, 1: 20, 2: 30}
+
+
+def test_figures_of_a_constrained_logicot_run(tmp_path):
+    torch.manual_seed(0)
+    out = tmp_path / "run"
+    res = run_experiment("parity-logicot", "smoke", overrides=["arch=constrained", "train.lr=0.1"], out=out,
+                         progress=False, report="none")
+    assert res["metrics"]["n_stages"] == 2
+    run = load_run(out)
+    stages = absorption_over_stages(run, n_examples=64, probes=False)
+    assert [s["stage"] for s in stages] == list(range(len(stages))) and stages
+    figs = absorption_figures(run)
+    assert set(figs) == {"absorption_attention", "absorption_probes"}
+    assert all(isinstance(f, Figure) for f in figs.values())

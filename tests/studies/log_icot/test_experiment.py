@@ -1,0 +1,106 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tinyscope.errors import ConfigError
+from tinyscope.runs.registry import get
+from tinyscope.runs.rundir import run_experiment
+from tinyscope.studies.log_icot.experiment import answer_accuracy, teacher_forced
+from tinyscope.studies.log_icot.model import ConstrainedParityConfig, ConstrainedParityTransformer, set_tree_attention
+from tinyscope.studies.log_icot.task import Parity, ParityConfig, encode, removal_schedule
+
+
+@pytest.mark.parametrize("kind,stages", [("direct", 1), ("cot", 1), ("icot", 7), ("logicot", 3)])
+def test_experiments_and_presets(kind, stages):
+    exp = get(f"parity-{kind}")
+    assert set(exp.presets) == {"smoke", "cpu", "paper"}
+    paper, cpu = exp.config("paper"), exp.config("cpu")
+    assert (paper.task.n, paper.task.k, paper.model.n_layers) == (30, 16, 4)
+    assert (cpu.task.n, cpu.task.k, cpu.model.n_layers) == (20, 8, 3)
+    assert cpu.kind == kind and len(exp.build_task(cpu).curriculum.stages) == stages
+
+
+def test_config_errors_name_the_field():
+    exp = get("parity-logicot")
+    with pytest.raises(ConfigError, match="kind"):
+        exp.config("smoke", overrides=["kind=tree"])
+    with pytest.raises(ConfigError, match="n_ctx"):
+        exp.config("smoke", overrides=["task.n=20"])
+
+
+def test_rollout_and_teacher_forcing_of_an_exact_model():
+    task = Parity(ParityConfig(n=14, k=8, subset_seed=6))
+    model = ConstrainedParityTransformer(ConstrainedParityConfig(), 14, 8)
+    set_tree_attention(model, task.subset)
+    bits, nodes = task.draw(np.random.default_rng(0), 300)
+    for removed in removal_schedule(8, "icot"):
+        assert answer_accuracy(model, task, bits, nodes, removed, chunk=128) == 1.0
+        acc, loss = teacher_forced(model, encode(bits, nodes, task.layout(removed)), chunk=128)
+        assert acc == 1.0 and loss < 0.2
+    with torch.no_grad():  # a model that answers the negation is always wrong
+        model.beta.neg_()
+    assert answer_accuracy(model, task, bits, nodes, ()) == 0.0
+
+
+def test_smoke_run_counts_samples_per_stage_and_resumes(tmp_path):
+    out = tmp_path / "icot"
+    sets = ["train.steps=60", "curriculum.stage_steps=20", "train.eval_every=10", "train.checkpoint_every=10"]
+    full = run_experiment("parity-icot", "smoke", overrides=sets, out=out, progress=False, report="none")
+    m = full["metrics"]
+    assert m["n_stages"] == 3 and m["samples"] == 60 * 64
+    assert sum(m[f"samples_stage_{s}"] for s in range(int(m["stages_reached"]))) == m["samples"]
+    evals = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines() if '"eval"' in ln]
+    assert [e["stage"] for e in evals if e["step"] in (10, 30, 50)] == [0.0, 1.0, 2.0]
+
+    part = tmp_path / "part"
+    run_experiment("parity-icot", "smoke", overrides=["train.steps=30"] + sets[1:], out=part, progress=False,
+                   report="none")
+    cfg = json.loads((part / "config.json").read_text())
+    cfg["config"]["train"]["steps"] = 60  # continue the same run to the full budget
+    (part / "config.json").write_text(json.dumps(cfg))
+    (part / "results.json").unlink()
+    resumed = run_experiment("parity-icot", "smoke", overrides=sets, out=part, resume=True, progress=False,
+                             report="none")
+    for key in ("samples", "samples_stage_0", "samples_stage_1", "samples_stage_2", "test_acc"):
+        assert resumed["metrics"][key] == m[key]
+
+
+def test_grow_depth_runs_each_stage_at_its_depth():
+    from tinyscope.models.transformer import Transformer
+    from tinyscope.studies.log_icot.experiment import parity_model, skip_layers_hooks, stage_depth
+    from tinyscope.train.trainer import masked_next_token_loss
+
+    assert [stage_depth(8, r) for r in removal_schedule(8, "logicot")] == [1, 2, 3]
+    assert [stage_depth(8, r) for r in removal_schedule(8, "icot")] == [1, 2, 2, 2, 2, 3, 3]
+    assert stage_depth(16, removal_schedule(16, "direct")[0]) == 4
+    torch.manual_seed(0)
+    model = Transformer(parity_model(8, 8, d_model=16, n_heads=2, d_mlp=32))  # 3 layers
+    task = Parity(ParityConfig(n=8, k=8))
+    batch = task.sample(np.random.default_rng(0), 16).to_torch()
+    with model.hooks(skip_layers_hooks(3, 1)):
+        one_layer = model(batch["tokens"])
+        masked_next_token_loss(model, batch).backward()
+    direct = model.W_U(model.ln_final(model.blocks[0](model.embed(batch["tokens"]))))
+    assert torch.allclose(one_layer, direct)
+    assert model.blocks[0].attn.W_Q.weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in model.blocks[1:].parameters())
+    assert not torch.allclose(model(batch["tokens"]), one_layer)  # hooks are gone afterwards
+
+
+def test_freeze_absorbed_trains_only_the_deepest_active_layer():
+    exp = get("parity-logicot")
+    cfg = exp.config("smoke", overrides=["task.n=8", "task.k=8", "model.n_ctx=15", "model.n_heads=[2,2,2]",
+                                         "model.d_mlp=[16,16,16]"])
+    task = exp.build_task(cfg)
+    model = exp.build_model(cfg, task)
+    objective = exp.objective(cfg, task)
+    for stage, trained in [(0, {0}), (1, {1}), (2, {2})]:
+        task.curriculum.stage = stage
+        model.zero_grad(set_to_none=True)
+        objective(model, task.sample(np.random.default_rng(stage), 8).to_torch()).backward()
+        got = {i for i, block in enumerate(model.blocks) if any(p.grad is not None for p in block.parameters())}
+        assert got == trained
+        assert (model.W_E.weight.grad is not None) == (stage == 0)
+        assert model.W_U.weight.grad is not None

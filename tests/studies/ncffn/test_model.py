@@ -1,0 +1,59 @@
+"""The quantified GPT: equal parameter counts, hooks, the ncffn-lm smoke run and legibility."""
+import math
+
+import numpy as np
+import torch
+
+from tinyscope.models.transformer import Transformer, count_parameters
+from tinyscope.runs.rundir import load_run, run_experiment
+from tinyscope.studies.ncffn.experiment import NCLMExperiment, gpt
+from tinyscope.studies.ncffn.legibility import (
+    format_detectors,
+    half_life_summary,
+    half_lives,
+    licensor_detectors,
+    plot_half_lives,
+    unit_trace,
+)
+from tinyscope.studies.ncffn.model import QuantifiedTransformer, equal_parameter_widths, parameter_report
+from tinyscope.studies.ncffn.quantifiers import QuantifierConfig
+
+
+def test_equal_parameter_widths_and_forward():
+    cfg = gpt(vocab_size=50, n_ctx=16, d_model=32, d_head=8, d_mlp=[128, 128])
+    quant = QuantifierConfig(layers=[0, 1], n_exist=4, n_prop=4)
+    base = count_parameters(Transformer(cfg))
+    model = QuantifiedTransformer(equal_parameter_widths(cfg, quant), quant)
+    assert abs(count_parameters(model) - base) <= 2 * (2 * 32 + 1)  # within one FFN unit per layer
+    rep = parameter_report(model)
+    assert rep["total"] == count_parameters(model) and rep["quantifiers"] > 0
+    tokens = torch.randint(0, 50, (2, 16))
+    out, cache = model.run_with_cache(tokens)
+    assert out.shape == (2, 16, 50)
+    assert cache["blocks.1.quant.hook_exist"].shape == (2, 16, 4)
+    # no quantifier layers: exactly the foundation Transformer
+    torch.manual_seed(0)
+    plain = QuantifiedTransformer(cfg)
+    torch.manual_seed(0)
+    torch.testing.assert_close(plain(tokens), Transformer(cfg)(tokens))
+
+
+def test_smoke_run_and_legibility(tmp_path):
+    res = run_experiment("ncffn-lm", "smoke", overrides=["model.ffn=nc", "quant.layers=0,1"], out=tmp_path / "r",
+                         progress=False)
+    m = res["metrics"]
+    assert math.isfinite(m["val_loss"]) and 0 <= m["licensed_acc"] <= 1 and m["n_quantifier_units"] == 16
+    assert 0 < m["licensed_acc_bayes"] <= 1
+    run = load_run(tmp_path / "r")
+    rows = half_lives(run.model)
+    assert len(rows) == 16 and all(r["half_life"] > 0 for r in rows)
+    summary = half_life_summary(run.model, latch_half_life=1e9)
+    assert summary["n_latch"] == 0 and summary["half_life_median"] == np.median([r["half_life"] for r in rows])
+    table = licensor_detectors(run.model, run.task.eval_set(), top=2)
+    assert set(table) == {"comparative", "passive participle", "negative polarity (neither)"}
+    assert all(len(v) == 2 for v in table.values())
+    assert "licensor" in format_detectors(table)
+    trace = unit_trace(run.model, run.task.eval_set().tokens[0], 0, 1, run.task.vocab)
+    assert len(trace) == run.task.eval_set().tokens.shape[1] and all(0 <= t[1] <= 1 for t in trace)
+    assert plot_half_lives(run.model).axes
+    assert "half_lives" in NCLMExperiment().figures(run)

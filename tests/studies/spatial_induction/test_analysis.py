@@ -1,0 +1,37 @@
+import json
+
+from tinyscope.cli import main
+from tinyscope.runs.rundir import load_run, run_experiment
+from tinyscope.studies.spatial_induction.analysis import CONDITIONS, STAGES, AnalysisConfig, analyze
+
+
+def test_full_analysis_of_a_smoke_run_produces_every_number_and_figure(tmp_path):
+    run_experiment("sih-eca-dedicated-det", "smoke", seed=0, out=tmp_path / "r", progress=False)
+    run = load_run(tmp_path / "r")
+    cfg = AnalysisConfig(n_traj=24, chunk=8, points_per_traj=12, probe_per_config=40, tsne_per_pair=8, tsne_max_iter=250)
+    results, figures = analyze(run.model, run.task, cfg, progress=False)
+    assert set(results["ablation"]["tf_cell_acc"]) == set(CONDITIONS)
+    for layer in ("L1", "L2"):
+        assert 0.0 <= results["alignment"][layer]["layer"] <= 1.0
+    assert len(results["alignment"]["L1"]["per_head"]) == run.model.blocks[0].attn.n_heads
+    assert set(results["probes"]["config"]) == set(STAGES)
+    assert {"alignment", "ablation", "probes", "tsne", "attention_L2"} <= set(figures)
+    for fig in figures.values():
+        assert fig.axes
+
+
+def test_analyze_cli_writes_json_and_figures(tmp_path, capsys):
+    run_experiment("sih-eca-dedicated-det", "smoke", seed=1, out=tmp_path / "r", progress=False)
+    code = main(["analyze", str(tmp_path / "r"), "--only", "alignment", "attention", "--n-traj", "8", "--no-progress"])
+    assert code == 0
+    data = json.loads((tmp_path / "r" / "analysis" / "analysis.json").read_text())
+    assert "alignment" in data and "ablation" not in data
+    assert (tmp_path / "r" / "analysis" / "alignment.png").stat().st_size > 1000
+    assert main(["analyze", str(tmp_path / "r"), "--n-traj", "0"]) == 2
+
+
+def test_analysis_figures_enter_the_run_report(tmp_path):
+    run_experiment("sih-eca-dedicated-det", "smoke", seed=2, out=tmp_path / "r", progress=False)
+    assert main(["analyze", str(tmp_path / "r"), "--only", "alignment", "--n-traj", "8", "--no-progress"]) == 0
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "Analysis (tinyscope analyze)" in page and 'id="alignment"' in page

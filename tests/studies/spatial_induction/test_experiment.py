@@ -1,0 +1,79 @@
+"""The sih experiments: presets build, the paper models have the counts of Tables 11-12's shapes,
+and a smoke run trains, evaluates and renders its figure."""
+import numpy as np
+import pytest
+
+from tinyscope.report.records import read_run
+from tinyscope.report.tables import get_table
+from tinyscope.runs import registry
+from tinyscope.runs.rundir import load_run, run_experiment
+
+
+def expected_count(d, ffn, heads_mlp, n_ctx, vocab=4):
+    """Embeddings + per layer (LN, Q/K/V/O with biases, optional LN + 2-layer MLP) + bias-free head."""
+    total = vocab * d + n_ctx * d + d * vocab
+    for has_mlp in heads_mlp:
+        total += 2 * d + 4 * (d * d + d)
+        if has_mlp:
+            total += 2 * d + d * ffn + ffn + ffn * d + d
+    return total
+
+
+@pytest.mark.parametrize("arch,mlps", [("shared", (1, 1)), ("dedicated", (0, 1))])
+def test_paper_eca_models_match_table_11(arch, mlps):
+    exp = registry.get(f"sih-eca-{arch}-det")
+    cfg = exp.config("paper")
+    assert cfg.model.d_model == 128 and cfg.model.d_mlp == [512 * m for m in mlps]
+    assert cfg.model.n_heads == ([1, 1] if arch == "shared" else [4, 1])
+    assert cfg.task.grid == [16] and (cfg.task.T, cfg.task.T0) == (10, 4)
+    assert cfg.train.lr == 1e-3 and cfg.train.weight_decay == 0.2 and cfg.train.betas == [0.9, 0.999]
+    from tinyscope.models.transformer import Transformer
+
+    model = Transformer(cfg.model)
+    assert sum(p.numel() for p in model.parameters()) == expected_count(128, 512, mlps, 168)
+
+
+def test_all_twelve_experiments_registered_with_table_10_settings():
+    import re
+
+    names = [n for n in registry.names() if re.fullmatch(r"sih-(eca|v3|vn2d)-(shared|dedicated)-(det|stoch)", n)]
+    assert len(names) == 12
+    vn = registry.get("sih-vn2d-dedicated-stoch").config("paper")
+    assert vn.task.grid == [6, 6] and (vn.task.T, vn.task.T0) == (20, 10) and vn.model.n_heads == [8, 1]
+    assert vn.model.d_model == 512
+
+
+def test_smoke_run_trains_evaluates_and_draws(tmp_path):
+    res = run_experiment("sih-eca-dedicated-det", "smoke", out=tmp_path / "run", progress=False)
+    m = res["metrics"]
+    for key in ("test_tf_cell_acc", "test_tf_seq_acc", "test_ar_cell_acc", "val_tf_cell_acc"):
+        assert 0.0 <= m[key] <= 1.0
+    assert m["test_kgram_acc"] == 1.0  # the coverage filter makes every scored query resolvable
+    run = load_run(tmp_path / "run")
+    figs = run.experiment.figures(run)
+    assert len(figs["rollout"].axes) == 3
+    second = run_experiment("sih-eca-dedicated-det", "smoke", seed=1, out=tmp_path / "run1", progress=False)["metrics"]
+    runs = [read_run(tmp_path / "run"), read_run(tmp_path / "run1")]
+    table = get_table("sih-table13").build(runs)
+    assert table.headers == ["Task", "Arch.", "Preset", "n", "TF seq acc", "TF cell acc", "AR cell acc"]
+    (row,) = table.rows
+    assert row[:4] == ["1D V=2, k=3", "Dedicated-heads", "smoke", 2]
+    cells = [m["test_tf_cell_acc"], second["test_tf_cell_acc"]]
+    assert row[5].mean == pytest.approx(np.mean(cells)) and row[5].sd == pytest.approx(np.std(cells, ddof=1))
+    assert "Dedicated-heads" in table.to_markdown() and "1D V=2, k=3" in table.to_latex()
+
+
+def test_stochastic_cpu_recipe_trains_with_the_alpha_curriculum_and_soft_targets(tmp_path):
+    """The stochastic cpu preset's rule-entropy curriculum, with soft targets, on the smoke sizes:
+    the objective is the soft-target loss and the run trains through the phase switch and evaluates."""
+    from tinyscope.studies.spatial_induction.experiment import soft_target_loss
+
+    exp = registry.get("sih-eca-dedicated-stoch")
+    cpu = exp.config("cpu").task
+    assert cpu.train_targets == "sampled" and cpu.curriculum_alpha == [0.02] * 3 and cpu.curriculum_T == [3, 5, 10]
+    sets = ["task.train_targets=expected", "task.curriculum_T=[3]", "task.curriculum_steps=[8]",
+            "task.curriculum_alpha=[0.02]"]
+    cfg = exp.config("smoke", overrides=sets)
+    assert exp.objective(cfg, exp.build_task(cfg)) is soft_target_loss
+    m = run_experiment("sih-eca-dedicated-stoch", "smoke", out=tmp_path / "run", progress=False, overrides=sets)["metrics"]
+    assert np.isfinite(m["test_tf_kl_kgram"]) and m["test_tf_kl_kgram"] > 0
