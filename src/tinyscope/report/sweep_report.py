@@ -123,24 +123,19 @@ def _write(folder: Path, stem: str, table: Table, files: list[Path]) -> None:
 
 
 def _ood_above(records: Sequence[RunRecord]) -> float | None:
-    """The longest in-distribution length: the experiment's optional ``max_train_length(cfg)``,
-    else the largest of a config list named ``*.id_lengths`` (TraceRelay's convention)."""
+    """The longest in-distribution length over the runs: the smallest of their experiments'
+    ``id_max_length(cfg)`` (None when no run is length-indexed)."""
     from tinyscope.runs.rundir import read_config
 
     bounds = set()
     for r in records:
-        fn = None
         try:
             exp, _, cfg = read_config(r.path)
-            fn = getattr(exp, "max_train_length", None)
         except TinyscopeError:
-            pass
-        if callable(fn) and fn(cfg) is not None:
-            bounds.add(float(fn(cfg)))
             continue
-        for k, v in r.config.items():
-            if k.endswith("id_lengths") and isinstance(v, list) and v:
-                bounds.add(float(max(v)))
+        edge = exp.id_max_length(cfg)
+        if edge is not None:
+            bounds.add(float(edge))
     return min(bounds) if bounds else None
 
 

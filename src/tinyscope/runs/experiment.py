@@ -1,31 +1,148 @@
-"""What an experiment is: a task, a model, a training config and an evaluation, with presets.
+"""The Experiment contract: a task, a model, a training config and an evaluation, with presets,
+and everything a run of it offers (views, analyses, report sections, tables, claims).
 
-Each experiment module declares a config dataclass with fields ``seed``, ``task``, ``model``
-and ``train`` (and anything else it needs), a dict of named presets, and how to build the task
-and the model and how to evaluate. ``smoke`` finishes in seconds (tests), ``cpu`` in minutes on
-a 2-core laptop, ``paper`` uses the paper's own settings.
+Every experiment of every study subclasses :class:`Experiment` and declares, in one place:
+
+* identity: ``name``, ``description``, ``citation`` (the paper) and ``study`` (the package name
+  under ``tinyscope.studies``);
+* configuration: ``config_cls`` (a dataclass with fields ``seed``, ``task``, ``model``, ``train``
+  and whatever else it needs) and ``presets`` — ``smoke`` finishes in seconds (tests), ``cpu`` in
+  minutes on a 2-core laptop, ``paper`` uses the paper's own settings (for a GPU);
+* the parts: :meth:`build_task`, :meth:`build_model`, :meth:`objective`, :meth:`evaluator` (cheap,
+  during training) and :meth:`final_evaluation` (pure: it measures the selected checkpoint and
+  changes nothing);
+* training: ``trainable`` (False for compiled models, which are written, not trained) and
+  :meth:`stages` (further training phases after the main one, each run by the Trainer with its own
+  checkpoints);
+* what a run offers: :meth:`views` (`tinyscope viz`), :meth:`analyses` and :meth:`analyze`
+  (`tinyscope analyze`), :meth:`report_sections` (RUN/report.html), :meth:`tables`
+  (`tinyscope report --table`) and :meth:`claims` (`tinyscope claims`, `tinyscope reproduce`).
+
+Shared code asks the run's experiment what to do; it never asks which paper a run belongs to.
 """
 from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 
 from tinyscope.config import apply_overrides
 from tinyscope.errors import ConfigError
+from tinyscope.tasks.base import FixedEvalSet, Task
+
+if TYPE_CHECKING:  # annotations only: the run and figure types live above this module
+    from matplotlib.figure import Figure
+
+    from tinyscope.report.tables import TableLayout
+    from tinyscope.runs.rundir import Run
+    from tinyscope.train.trainer import TrainConfig
+
+Config = Any  # a preset's dataclass instance (``Experiment.config_cls``)
+Evaluator = Callable[[torch.nn.Module], dict]
+Objective = Callable[[torch.nn.Module, dict], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Citation:
+    """The paper an experiment reproduces."""
+
+    authors: str  # "" where the paper text we reproduce from does not name them
+    title: str
+    year: int
+    venue: str = ""  # e.g. "arXiv 2604.11284"
+
+    def __str__(self) -> str:
+        venue = f" {self.venue}." if self.venue else ""
+        authors = f"{self.authors} " if self.authors else ""
+        return f"{authors}({self.year}). {self.title}.{venue}"
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """What a user may choose about the views of a run (``tinyscope viz`` flags).
+
+    sequence: a token sequence to trace through the model, tokens separated by spaces;
+    focus / focus_position: the query token and position a view centres on;
+    head: the attention head drawn. A study ignores what does not apply to it."""
+
+    sequence: str | None = None
+    focus: str | None = None
+    focus_position: int | None = None
+    head: int = 0
+
+
+@dataclass(frozen=True)
+class View:
+    """One figure a run offers: ``draw()`` returns a matplotlib Figure (drawn on demand).
+
+    name: file stem (``RUN/figures/<name>.png``); label: the paper figure it reproduces
+    (``"Fig. 5"``) or a short title; caption: what it shows."""
+
+    name: str
+    label: str
+    caption: str
+    draw: Callable[[], "Figure"]
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """A section of RUN/report.html: views drawn when the page is written, and image files the
+    run directory already holds (``(name, caption, path)``; PNG or GIF)."""
+
+    heading: str
+    views: Sequence[View] = ()
+    images: Sequence[tuple[str, str, Path]] = ()
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """``tinyscope analyze`` flags: which analyses, on how many fresh examples, from which seed."""
+
+    only: tuple[str, ...] = ()
+    n: int = 2000
+    seed: int = 42
+    progress: bool = False
+
+
+@dataclass
+class AnalysisResult:
+    """Numbers (JSON-ready), figures and a caption per figure name."""
+
+    numbers: dict
+    figures: dict[str, "Figure"] = field(default_factory=dict)
+    captions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A training phase after the main one (``cfg.train``).
+
+    The Trainer runs it with its own run directory ``RUN/stages/<name>/`` (checkpoints, log,
+    resume) on the model the previous phase selected. ``prepare(model)`` runs first (freeze a
+    part, attach a head); ``objective`` and ``evaluate`` replace the main phase's."""
+
+    name: str
+    train: "TrainConfig"
+    objective: Objective | None = None
+    evaluate: Evaluator | None = None
+    prepare: Callable[[torch.nn.Module], None] | None = None
 
 
 class Experiment(abc.ABC):
     name: str = ""
     description: str = ""
-    paper: str = ""
+    citation: Citation | None = None
+    study: str = ""
     config_cls: type = object
-    presets: dict[str, Callable[[], Any]] = {}
+    presets: Mapping[str, Callable[[], Config]] = {}
+    trainable: bool = True
 
     # ------------------------------------------------------------ config
-    def config(self, preset: str, seed: int | None = None, overrides: list[str] | None = None) -> Any:
+    def config(self, preset: str, seed: int | None = None, overrides: list[str] | None = None) -> Config:
         if preset not in self.presets:
             raise ConfigError(f"experiment {self.name!r} has no preset {preset!r}; choose one of {', '.join(self.presets)}")
         cfg = self.presets[preset]()
@@ -35,33 +152,66 @@ class Experiment(abc.ABC):
 
     # ------------------------------------------------------------ parts
     @abc.abstractmethod
-    def build_task(self, cfg: Any) -> Any:
+    def build_task(self, cfg: Config) -> Task:
         """The task (data, oracle, metrics) for ``cfg``."""
 
     @abc.abstractmethod
-    def build_model(self, cfg: Any, task: Any) -> torch.nn.Module:
+    def build_model(self, cfg: Config, task: Task) -> torch.nn.Module:
         """A fresh model for ``cfg`` (weights from torch's seeded RNG)."""
 
-    def objective(self, cfg: Any, task: Any):
+    def objective(self, cfg: Config, task: Task) -> Objective | None:
         """Loss function ``(model, batch_tensors) -> loss``; None = masked next-token CE."""
         return None
 
     @abc.abstractmethod
-    def evaluator(self, cfg: Any, task: Any) -> Callable[[torch.nn.Module], dict]:
+    def evaluator(self, cfg: Config, task: Task) -> Evaluator:
         """Cheap evaluation used during training (selection and stopping read its metrics)."""
 
-    def final_evaluation(self, cfg: Any, task: Any, model: torch.nn.Module) -> dict:
-        """Evaluation of the selected checkpoint written to results.json."""
+    def final_evaluation(self, cfg: Config, task: Task, model: torch.nn.Module) -> dict:
+        """Evaluation of the selected checkpoint written to results.json. Pure: it must leave
+        every parameter and buffer of ``model`` as it found them."""
         with torch.no_grad():
             return {k: float(v) for k, v in self.evaluator(cfg, task)(model).items()}
 
-    def eval_fingerprint(self, cfg: Any, task: Any) -> str | None:
-        fp = getattr(task, "eval_fingerprint", None)
-        return fp() if fp else None
+    def eval_fingerprint(self, cfg: Config, task: Task) -> str | None:
+        """A hash of the fixed evaluation set, saved with the results (None: no fixed set)."""
+        return task.eval_fingerprint() if isinstance(task, FixedEvalSet) else None
 
-    def figures(self, run: Any) -> dict:
-        """Named matplotlib Figures for the run report (``run`` is a loaded run)."""
-        return {}
+    def stages(self, cfg: Config, task: Task) -> list[Stage]:
+        """Training phases after the main one; none by default."""
+        return []
+
+    def id_max_length(self, cfg: Config) -> int | None:
+        """The longest input seen in training, the in-distribution edge of a length curve
+        (sweep reports mark lengths above it as out of distribution); None: not length-indexed."""
+        return None
+
+    # ------------------------------------------------------------ what a run offers
+    def views(self, run: "Run", options: ViewOptions = ViewOptions()) -> list[View]:
+        """Every figure `tinyscope viz` draws for ``run`` (only those that apply to it)."""
+        return []
+
+    def report_sections(self, run: "Run", full: bool = True) -> list[ReportSection]:
+        """Sections of RUN/report.html after the summary, results and config; ``full=False`` is
+        the quick page of a smoke run. Default: every view, in one section."""
+        views = self.views(run)
+        return [ReportSection("Figures", views)] if views else []
+
+    def analyses(self) -> tuple[str, ...]:
+        """Names of the analyses `tinyscope analyze` can run on a run of this experiment."""
+        return ()
+
+    def analyze(self, run: "Run", options: AnalysisOptions) -> AnalysisResult:
+        """Run the analyses ``options.only`` (all when empty) on ``run``."""
+        raise ConfigError(f"experiment {self.name} declares no analyses")
+
+    def tables(self) -> list["TableLayout"]:
+        """The paper tables this experiment's runs fill (`tinyscope report --table`)."""
+        return []
+
+    def claims(self) -> list:
+        """The paper's claims that runs of this experiment check (`tinyscope claims`)."""
+        return []
 
     def line(self) -> str:
         return f"{self.name:<44} {', '.join(self.presets):<20} {self.description}"

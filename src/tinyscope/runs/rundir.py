@@ -98,7 +98,7 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     the quick page with the experiment's own figures otherwise; `tinyscope viz` draws the PCA views
     of wider models on demand), "full", "quick" or "none"."""
     exp = registry.get(name)
-    if not getattr(exp, "trainable", True):
+    if not exp.trainable:
         raise ConfigError(f"{name} is compiled, not trained; write it with `tinyscope construct`")
     cfg = exp.config(preset, seed, overrides)
     out = Path(out) if out is not None else Path("runs") / f"{name}-{preset}-s{cfg.seed}"

@@ -128,7 +128,7 @@ class SweepSpec:
         from tinyscope.runs import registry
 
         exp = registry.get(self.experiment)
-        if not getattr(exp, "trainable", True):
+        if not exp.trainable:
             raise ConfigError(f"{exp.name} is compiled, not trained: there is nothing to sweep")
         runs = self.expand()
         for spec in runs:

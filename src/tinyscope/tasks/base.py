@@ -80,6 +80,14 @@ class Task(Protocol):
         ...
 
 
+@runtime_checkable
+class FixedEvalSet(Protocol):
+    """A task with a fixed evaluation set, identified by a fingerprint saved with the results."""
+
+    def eval_fingerprint(self) -> str:
+        ...
+
+
 def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
     """The generator for one training step: a pure function of (seed, step, stream).
 

@@ -25,11 +25,13 @@ import torch.nn.functional as F
 
 from tinyscope.errors import check
 from tinyscope.models.transformer import Transformer, TransformerConfig
-from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.experiment import Citation, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
 from tinyscope.studies.circuits.task import ExpressionSet, LogicTask, LogicTaskConfig
 from tinyscope.train.trainer import TrainConfig
+
+CITATION = Citation("Ito, Puri, Campbell, Ram", "Universal Transformers for Circuit Computations", 2026, "arXiv 2608.31067")
 
 PAPER_SEEDS = (8739, 7520, 1936, 7439, 6210, 5650, 5395, 3140, 1243, 5353)
 PAPER_EPOCHS = {"boolean": 1000, "arithmetic": 50, "listops": 300}
@@ -220,7 +222,8 @@ def baseline_answers(model: Transformer, data: ExpressionSet, n_literals: int, b
 
 # ---------------------------------------------------------------- experiments
 class CircuitExperiment(Experiment):
-    paper = "003"
+    citation = CITATION
+    study = "circuits"
     config_cls = CircuitRunConfig
     seeds = PAPER_SEEDS
 

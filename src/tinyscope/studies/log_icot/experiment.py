@@ -25,12 +25,14 @@ import torch.nn.functional as F
 
 from tinyscope.errors import check, check_choice
 from tinyscope.models.transformer import Transformer, TransformerConfig
-from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.experiment import Citation, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.log_icot.model import ConstrainedParityConfig, ConstrainedParityTransformer
 from tinyscope.studies.log_icot.task import CURRICULA, Parity, ParityConfig, encode, node_levels, removal_schedule
 from tinyscope.train.curriculum import Curriculum, CurriculumConfig, CurriculumTask, Stage
 from tinyscope.train.trainer import TrainConfig, masked_next_token_loss
+
+CITATION = Citation("Huang, Zhu, Wang, Jiao, Russell, Sojoudi, Mei", "Transformers Provably Learn to Internalize Chain-of-Thought", 2026, "arXiv 2605.28600")
 
 
 def parity_model(n: int, k: int, d_model: int = 64, n_heads: int = 2, d_mlp: int = 256, **kw) -> TransformerConfig:
@@ -167,7 +169,8 @@ def build_curriculum(cfg: ParityRunConfig) -> Curriculum:
 
 
 class ParityExperiment(Experiment):
-    paper = "003"
+    citation = CITATION
+    study = "log_icot"
     config_cls = ParityRunConfig
 
     def __init__(self, kind: str):

@@ -13,10 +13,12 @@ import torch
 import torch.nn.functional as F
 
 from tinyscope.models.transformer import Transformer, TransformerConfig
-from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.experiment import Citation, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.minimal.task import PlusLastEven, PlusLastEvenConfig, rule_targets
 from tinyscope.train.trainer import TrainConfig
+
+CITATION = Citation("Raneem Mahajne, Toviah Moldwin", "Fully Interpretable Minimal Transformers: From Geometry to Algorithm", 2026)
 
 
 def minimal_model(**kw) -> TransformerConfig:
@@ -94,7 +96,8 @@ def sampled_rule_error(model: torch.nn.Module, n: int, length: int, block_size: 
 class PlusLastEvenExperiment(Experiment):
     name = "plus-last-even"
     description = "2-d minimal transformer on plus-last-even (Mahajne & Moldwin)"
-    paper = "002"
+    citation = CITATION
+    study = "minimal"
     config_cls = PlusLastEvenRunConfig
     presets = PRESETS
 

@@ -24,13 +24,15 @@ import torch.nn.functional as F
 
 from tinyscope.errors import check
 from tinyscope.models.transformer import TransformerConfig
-from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.experiment import Citation, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.ncffn.licensing import ID, SLOT_KINDS, Licensing, LicensingConfig
 from tinyscope.studies.ncffn.model import QuantifiedTransformer, equal_parameter_widths, parameter_report
 from tinyscope.studies.ncffn.quantifiers import QuantifierConfig
 from tinyscope.tasks.text import TextConfig, TextTask
 from tinyscope.train.trainer import TrainConfig
+
+CITATION = Citation("Oskin", "Explicit Fuzzy Logic in the Feed-Forward Layer: Self-Forgetting Quantifiers Discover Legible Grammatical-Licensing Detectors", 2026, "arXiv 2606.31845")
 
 SLOT_NAMES = {1: "than", 2: "by", 3: "nor", 4: "or", 5: "and"}
 
@@ -158,7 +160,8 @@ def lm_metrics(model: torch.nn.Module, tokens: torch.Tensor, targets: torch.Tens
 class NCLMExperiment(Experiment):
     name = "ncffn-lm"
     description = "GPT with GELU vs NC-FFN (+ sequence quantifiers), licensing language or --set data.path"
-    paper = "003"
+    citation = CITATION
+    study = "ncffn"
     config_cls = NCLMRunConfig
     presets = PRESETS
 

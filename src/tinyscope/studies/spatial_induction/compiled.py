@@ -16,7 +16,7 @@ import torch
 from tinyscope.errors import ConfigError, check, check_choice
 from tinyscope.runs.experiment import Experiment
 from tinyscope.runs.registry import register
-from tinyscope.studies.spatial_induction.experiment import SETTINGS, SihEvalConfig, task_config
+from tinyscope.studies.spatial_induction.experiment import CITATION, SETTINGS, SihEvalConfig, task_config
 from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask
 from tinyscope.train.trainer import TrainConfig
 
@@ -64,7 +64,8 @@ def compile_circuit(cfg: CompiledRunConfig, task: CellularTask):
 
 
 class CompiledSihExperiment(Experiment):
-    paper = "000"
+    citation = CITATION
+    study = "spatial_induction"
     trainable = False
 
     def __init__(self, setting: str, regime: str):

@@ -18,10 +18,12 @@ import torch
 from tinyscope.errors import check
 from tinyscope.models.transformer import Transformer, TransformerConfig
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
-from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.experiment import Citation, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask
 from tinyscope.train.trainer import TrainConfig
+
+CITATION = Citation("", "Spatial Induction Heads: In-Context Learning of Multidimensional Cellular Automata", 2026)
 
 
 def soft_target_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
@@ -162,7 +164,8 @@ def smoke_preset(setting: str, arch: str, regime: str):
 
 
 class SihExperiment(Experiment):
-    paper = "000"
+    citation = CITATION
+    study = "spatial_induction"
 
     def __init__(self, setting: str, arch: str, regime: str):
         self.setting, self.arch, self.regime = setting, arch, regime

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from tinyscope.errors import check
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
-from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.experiment import Citation, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.theia.analysis import (
     CHAIN_LENGTHS,
@@ -39,6 +39,8 @@ from tinyscope.studies.theia.analysis import (
 from tinyscope.studies.theia.model import ChainModel, TheiaModelConfig, build_theia_model, predict
 from tinyscope.studies.theia.task import RULES_12, RULES_39, KleeneConfig, KleeneTask, sample_chains
 from tinyscope.train.trainer import TrainConfig
+
+CITATION = Citation("Li", "THEIA: Learning Complete Kleene Three-Valued Logic in a Pure-Neural Modular Architecture", 2026, "arXiv 2604.11284")
 
 
 @dataclass
@@ -131,7 +133,9 @@ def weighted_label_loss(weights: list[float], head=None, bf16: bool = False):
 class RecordExperiment(Experiment):
     """What both THEIA experiments share: a :class:`KleeneTask` and a network from ``cfg.model``."""
 
-    paper = "003"
+    citation = CITATION
+
+    study = "theia"
 
     def build_task(self, cfg) -> KleeneTask:
         return KleeneTask(cfg.task)

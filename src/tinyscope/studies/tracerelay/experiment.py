@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from tinyscope.errors import check
 from tinyscope.report.records import RunRecord
 from tinyscope.report.tables import FunctionTable, Key, Metric, Table, TableLayout, register_table
-from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.experiment import Citation, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.tracerelay.model import TraceRelay, TraceRelayConfig
 from tinyscope.studies.tracerelay.task import (
@@ -52,6 +52,8 @@ from tinyscope.studies.tracerelay.task import (
 )
 from tinyscope.tasks.base import Batch, fingerprint
 from tinyscope.train.trainer import TrainConfig
+
+CITATION = Citation("", "TraceRelay: Attention-Aligned Recurrence over Rolling Traces", 2026)
 
 
 # ----------------------------------------------------------------------------- configs
@@ -228,7 +230,8 @@ def score_most_freq(model, task, batch: Batch, bs: int, baselines: bool = False)
 
 # ----------------------------------------------------------------------------- experiments
 class TraceRelayExperiment(Experiment):
-    paper = "001"
+    citation = CITATION
+    study = "tracerelay"
 
     def build_model(self, cfg, task) -> TraceRelay:
         check(cfg.model.vocab_size == task.vocab_size,
@@ -282,6 +285,9 @@ class TraceRelayExperiment(Experiment):
             chance = run.cfg.model.n_out if "equal-repeats" in self.name else None
             figs["accuracy_by_length"] = length_figure(metrics, chance, self.name)
         return figs
+
+    def id_max_length(self, cfg) -> int:
+        return max(cfg.eval.id_lengths)
 
     def eval_fingerprint(self, cfg, task) -> str:
         e = cfg.eval
