@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/minimal/viz_time.py [--run DIR]
 
 Without --run it trains plus-last-even (cpu preset, a checkpoint every 30 steps: 201
-checkpoints) into runs/bench-viz-200 once. Target (issue 3): <= 120 s for views + movies on the
+checkpoints) into runs/bench-viz-200 once. Target: <= 120 s for views + movies on the
 development machine, with the peak memory printed. The figure printed last is the timing table.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Cell updates per second of the batched CA generator vs CellPyLib's ``evolve``, and the Bayes
-predictor's throughput (issue 12). Target: generator >= 1000x CellPyLib.
+predictor's throughput (tokens/s). Target: generator >= 1000x CellPyLib.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/spatial_induction/ca_generation.py [--width 16] [--steps 10]
 

@@ -1,5 +1,5 @@
 """Wall time for ECA Dedicated-heads to reach TF cell accuracy >= 0.99 on held-out rules
-(issue 12; target <= 30 minutes on this machine). Prints the curve, then the figure line.
+(target <= 30 minutes on a 2-core CPU machine). Prints the curve, then the figure line.
 
     # train now (the cpu preset, stopping at the threshold), then report
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/spatial_induction/time_to_accuracy.py --out /tmp/sih-tta

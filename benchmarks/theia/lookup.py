@@ -1,6 +1,6 @@
 """How fast can THEIA's arithmetic -> set path learn the set lookup val_set = S[c]?
 
-The 4-domain rules that fail longest are those that need S[c] for c < 20 (docs/theia.md). This
+The 4-domain rules that fail longest are those that need S[c] for c < 20 (docs/results/theia.md). This
 probe isolates that path: Arith -> bridge -> Set engine -> a linear readout, trained with
 cross-entropy on val_set (F / T / U) directly, and reports the lookup accuracy on held-out
 records with c < 20 known and S known, by step. Variants, each from the same seed and data:
