@@ -1,5 +1,7 @@
 """``tinyscope``: list · run · eval, and every command that a module of
-``tinyscope.commands`` registers (each module defines ``register(subparsers)``).
+``tinyscope.commands`` registers (each module defines ``register(subparsers)``), plus the
+commands a study adds in its own ``tinyscope/studies/<study>/cli.py`` (found by the registry's
+discovery, never imported by name).
 
 Bad input (an unknown experiment, preset, ``--set`` key or value, a missing run directory)
 prints one line, ``tinyscope: error: ...``, and exits 2.
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import pkgutil
 import sys
@@ -29,7 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         importlib.import_module(f"{commands.__name__}.{info.name}").register(sub)
+    for module in study_cli_modules():
+        importlib.import_module(module).register(sub)
     return parser
+
+
+def study_cli_modules() -> list[str]:
+    """``tinyscope.studies.<study>.cli`` for every study that has one."""
+    from tinyscope.runs.registry import STUDIES_PACKAGE, study_names
+
+    return [f"{STUDIES_PACKAGE}.{s}.cli" for s in study_names()
+            if importlib.util.find_spec(f"{STUDIES_PACKAGE}.{s}.cli") is not None]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,6 @@
-"""``tinyscope analyze RUN``: attention maps, alignment, ablation, probes and t-SNE of a
-cellular-automaton run, written to RUN/analysis/ (figures and analysis.json)."""
+"""``tinyscope analyze RUN``: the mechanistic analyses the run's experiment declares
+(``Experiment.analyses`` / ``analyze``), written to RUN/analysis/ (figures and analysis.json) and
+into the run's report."""
 from __future__ import annotations
 
 import json
@@ -7,62 +8,74 @@ import sys
 
 
 def register(sub) -> None:
-    p = sub.add_parser("analyze", help="mechanistic analysis of a run (alignment, ablation, probes, t-SNE)")
-    p.add_argument("run")
+    p = sub.add_parser("analyze", help="mechanistic analyses of a run (what its study declares)")
+    p.add_argument("run", help="run directory")
     p.add_argument("--only", nargs="+", default=None, metavar="ANALYSIS",
-                   help="run only these: attention alignment ablation probes tsne")
-    p.add_argument("--n-traj", type=int, default=2000, help="fresh test trajectories (default 2000)")
-    p.add_argument("--seed", type=int, default=42)
+                   help="run only these (`tinyscope analyze RUN --list` names them)")
+    p.add_argument("--list", action="store_true", help="list the analyses the run offers and exit")
+    p.add_argument("--n", "--n-traj", dest="n", type=int, default=2000,
+                   help="fresh evaluation examples (default 2000)")
+    p.add_argument("--seed", type=int, default=42, help="seed of the fresh examples (default 42)")
     p.add_argument("--checkpoint", default="best", help="best | last | a step number")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: the analysis is many small operations)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_analyze)
+
+
+def parse_checkpoint(value: str) -> str | int:
+    """``best``, ``last`` or a step number, as `load_run` takes it."""
+    from tinyscope.errors import TinyscopeError
+
+    if value in ("best", "last"):
+        return value
+    if not value.isdigit():
+        raise TinyscopeError(f"--checkpoint={value!r} must be best, last or a step number")
+    return int(value)
 
 
 def cmd_analyze(args) -> int:
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from tinyscope.errors import TinyscopeError
-    from tinyscope.runs.rundir import load_run
-    from tinyscope.studies.spatial_induction.analysis import ANALYSES, AnalysisConfig, analyze
-    from tinyscope.train.checkpoint import atomic_write_bytes, atomic_write_json
-
-    if args.n_traj < 1:
-        raise TinyscopeError(f"--n-traj={args.n_traj} must be >= 1")
-    if args.threads < 1:
-        raise TinyscopeError(f"--threads={args.threads} must be >= 1")
-    unknown = [a for a in args.only or () if a not in ANALYSES]
-    if unknown:
-        raise TinyscopeError(f"--only {unknown[0]!r} is not an analysis; choose from {', '.join(ANALYSES)}")
-    if args.checkpoint not in ("best", "last") and not args.checkpoint.isdigit():
-        raise TinyscopeError(f"--checkpoint={args.checkpoint!r} must be best, last or a step number")
     import torch
 
+    from tinyscope.errors import TinyscopeError
+    from tinyscope.interp.plotting import figure_png
+    from tinyscope.report.run_report import write_run_report
+    from tinyscope.runs.experiment import AnalysisOptions
+    from tinyscope.runs.rundir import load_run, read_config
+    from tinyscope.train.checkpoint import atomic_write_bytes, atomic_write_json
+
+    if args.n < 1:
+        raise TinyscopeError(f"--n={args.n} must be >= 1")
+    if args.threads < 1:
+        raise TinyscopeError(f"--threads={args.threads} must be >= 1")
+    which = parse_checkpoint(args.checkpoint)
+    exp, _, _ = read_config(args.run)
+    offered = exp.analyses()
+    if not offered:
+        raise TinyscopeError(f"{exp.name} declares no analyses; `tinyscope viz {args.run}` draws its figures")
+    if args.list:
+        print("\n".join(offered))
+        return 0
+    unknown = [a for a in args.only or () if a not in offered]
+    if unknown:
+        raise TinyscopeError(f"--only {unknown[0]!r} is not an analysis of {exp.name}; choose from {', '.join(offered)}")
     torch.set_num_threads(args.threads)
-    which = args.checkpoint if args.checkpoint in ("best", "last") else int(args.checkpoint)
     run = load_run(args.run, which)
-    cfg = AnalysisConfig(n_traj=args.n_traj, seed=args.seed, only=list(args.only or ANALYSES))
-    results, figures = analyze(run.model, run.task, cfg, progress=not args.no_progress and sys.stderr.isatty())
+    options = AnalysisOptions(only=tuple(args.only or offered), n=args.n, seed=args.seed,
+                              progress=not args.no_progress and sys.stderr.isatty())
+    result = exp.analyze(run, options)
     out = Path(args.run) / "analysis"
     out.mkdir(exist_ok=True)
-    results["checkpoint_step"] = run.step
-    atomic_write_json(out / "analysis.json", results)
-    import io
-
-    for name, fig in figures.items():
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    record = dict(result.numbers, checkpoint_step=run.step, captions=result.captions)
+    atomic_write_json(out / "analysis.json", record)
+    for name, fig in result.figures.items():
+        atomic_write_bytes(out / f"{name.replace(' ', '_')}.png", figure_png(fig, dpi=120))
         plt.close(fig)
-        atomic_write_bytes(out / f"{name.replace(' ', '_')}.png", buf.getvalue())
-    from tinyscope.report.run_report import write_run_report
-
-    write_run_report(args.run, which, full=False, run=run)  # the report gains an Analysis section
-    print(json.dumps({k: v for k, v in results.items() if k in ("alignment", "ablation", "probes")}, indent=2))
+    write_run_report(run, full=run.preset != "smoke")  # the report gains an Analysis section
+    print(json.dumps({k: v for k, v in result.numbers.items() if not isinstance(v, (list, dict)) or k in
+                      ("alignment", "ablation", "probes")}, indent=2))
     print(f"tinyscope: analysis written to {out}", file=sys.stderr)
     return 0

@@ -1,11 +1,10 @@
 """RUN/report.html: one self-contained page per run.
 
-The page holds the run's identity and results, its full config, the learning curve, every view
-of :mod:`tinyscope.studies.minimal.views` that applies to the run in the order of the paper's
-walkthrough (Mahajne & Moldwin, Fig. 2-15), the figures the experiment itself declares
-(``Experiment.figures(run)``), and the training movies when RUN/movies holds them. Images are
-embedded as ``data:`` URIs and the page has no scripts and no external references, so it opens
-anywhere, offline, exactly as written.
+The page holds the run's identity and results, its full config, the learning curve, the sections
+the run's experiment declares (``Experiment.report_sections``: its views, and image files such as
+training movies), and the figures of `tinyscope analyze`. Images are embedded as ``data:`` URIs
+and the page has no scripts and no external references, so it opens anywhere, offline, exactly
+as written.
 """
 from __future__ import annotations
 
@@ -16,10 +15,16 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
 
+from tinyscope.runs.experiment import View
 from tinyscope.train.checkpoint import atomic_write_bytes
 
+if TYPE_CHECKING:
+    from tinyscope.runs.rundir import Run
+
 log = logging.getLogger(__name__)
+MAX_EMBED_BYTES = 8_000_000  # larger images (long movies) are linked by path, not embedded
 
 STYLE = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222;
@@ -102,105 +107,90 @@ def _render(name: str, label: str, caption: str, draw, dpi: int) -> ReportFigure
         return ReportFigure(name, label, caption, error=f"{type(exc).__name__}: {exc}")
 
 
-def view_figures(ctx, only: list[str] | None = None, dpi: int = 90) -> list[ReportFigure]:
-    """The walkthrough views that apply to the run, as PNGs, in paper order."""
-    from tinyscope.studies.minimal.views import select_views
+def view_figures(views: Sequence[View], dpi: int = 90, drawn: Mapping[str, ReportFigure] | None = None
+                 ) -> list[ReportFigure]:
+    """The views as PNGs, in their order; ``drawn`` holds figures already rendered (by `viz`)."""
+    drawn = drawn or {}
+    return [drawn[v.name] if v.name in drawn else _render(v.name, v.label, v.caption, v.draw, dpi) for v in views]
 
+
+def image_figures(images: Sequence[tuple[str, str, Path]], max_bytes: int = MAX_EMBED_BYTES) -> list[ReportFigure]:
+    """Image files the run directory holds (PNG or GIF), embedded up to ``max_bytes`` each."""
     out = []
-    for view in select_views(only):
-        try:
-            applies = view.applies(ctx)
-        except Exception as exc:
-            log.warning("report: cannot tell whether %s applies: %s", view.name, exc)
-            applies = False
-        if applies:
-            out.append(_render(view.name, view.figure, view.caption, lambda v=view: v.render(ctx), dpi))
-    return out
-
-
-def experiment_figures(run, dpi: int = 90) -> list[ReportFigure]:
-    """Figures declared by the run's experiment (``Experiment.figures(run) -> {name: Figure}``)."""
-    try:
-        figs = run.experiment.figures(run) or {}
-    except Exception as exc:
-        log.warning("report: %s.figures failed: %s", run.experiment.name, exc)
-        return [ReportFigure("experiment_figures", "Experiment figures", "", error=f"{type(exc).__name__}: {exc}")]
-    return [_render(name, name, f"declared by experiment {run.experiment.name}", lambda f=fig: f, dpi)
-            for name, fig in figs.items()]
-
-
-def analysis_figures(run_dir: Path) -> list[ReportFigure]:
-    """Figures that `tinyscope analyze` wrote into RUN/analysis (alignment, ablation, probes, t-SNE, attention)."""
-    folder = run_dir / "analysis"
-    numbers = json.loads((folder / "analysis.json").read_text()) if (folder / "analysis.json").exists() else {}
-    captions = {
-        "alignment": "attention mass on the positions the construction predicts (App. I.5)",
-        "ablation": "TF cell accuracy with routing cells / matched precedents removed vs random controls (App. I.6)",
-        "probes": "linear probes per stage: configuration and k-gram posterior (App. I.7)",
-        "tsne": "t-SNE per stage, coloured by configuration and output (App. I.8)",
-    }
-    out = []
-    for png in sorted(folder.glob("*.png")) if folder.is_dir() else []:
-        key = png.stem
-        caption = captions.get(key, "attention over the grid of one query (Fig. 2)" if key.startswith("attention") else "")
-        if key in numbers:
-            caption += f"; numbers: {json.dumps(numbers[key])[:600]}"
-        out.append(ReportFigure(key, "Analysis", caption, png.read_bytes()))
-    return out
-
-
-def movie_figures(run_dir: Path, max_bytes: int = 8_000_000) -> list[ReportFigure]:
-    """Training movies already rendered into RUN/movies (GIFs up to ``max_bytes`` are embedded)."""
-    from tinyscope.studies.minimal.movies import MOVIE_NAMES
-
-    out = []
-    for name in MOVIE_NAMES:
-        gif = run_dir / "movies" / f"{name}.gif"
-        if not gif.exists():
+    for name, caption, path in images:
+        path = Path(path)
+        if not path.is_file():
             continue
-        size = gif.stat().st_size
+        size = path.stat().st_size
+        mime = "image/gif" if path.suffix.lower() == ".gif" else "image/png"
         if size > max_bytes:
-            out.append(ReportFigure(name, "Movie", "", error=f"{gif} is {size / 1e6:.1f} MB, too large to embed; "
-                                                          "open the file itself"))
+            out.append(ReportFigure(name, name, caption, error=f"{path} is {size / 1e6:.1f} MB, too large to embed; "
+                                                               "open the file itself"))
         else:
-            out.append(ReportFigure(name, "Movie (Sec. 6)", f"{name}, one frame per checkpoint", gif.read_bytes(),
-                                    "image/gif"))
+            out.append(ReportFigure(name, name, caption, path.read_bytes(), mime))
     return out
 
 
-def write_run_report(run_dir: str | Path, which: str | int = "best", full: bool = True, dpi: int = 90,
-                     figures: list[ReportFigure] | None = None, sequence: str | None = None, run=None) -> Path:
-    """Write RUN/report.html and return its path.
+def analysis_images(run_dir: Path) -> list[tuple[str, str, Path]]:
+    """The figures `tinyscope analyze` wrote into RUN/analysis, with the captions its study gave."""
+    folder = run_dir / "analysis"
+    if not folder.is_dir():
+        return []
+    record = json.loads((folder / "analysis.json").read_text()) if (folder / "analysis.json").exists() else {}
+    captions = record.get("captions", {})
+    out = []
+    for png in sorted(folder.glob("*.png")):
+        caption = captions.get(png.stem, "")
+        if png.stem in record:
+            caption += f"; numbers: {json.dumps(record[png.stem])[:600]}"
+        out.append((png.stem, caption, png))
+    return out
 
-    full: draw every applicable view (False: only the learning curve, for quick runs);
-    figures: already rendered view figures to use instead of drawing them again (``tinyscope viz``);
-    run: the run already in memory (``runner.Run``), instead of loading checkpoint ``which``.
+
+def write_run_report(run: "Run", full: bool = True, dpi: int = 90,
+                     drawn: Mapping[str, ReportFigure] | None = None) -> Path:
+    """Write RUN/report.html for a loaded run and return its path.
+
+    The page holds the run's identity, results and config, its learning curve, the sections its
+    experiment declares (``Experiment.report_sections(run, full)``) and the figures of
+    `tinyscope analyze` when RUN/analysis holds them. full=False is the quick page of a smoke run;
+    drawn: views already rendered (``tinyscope viz``), used instead of drawing them again.
     """
-    from tinyscope.runs.rundir import load_run
-    from tinyscope.studies.minimal.views import ViewContext
+    from tinyscope.report.learning_curve import learning_curve_figure
 
-    run_dir = Path(run_dir)
+    run_dir = Path(run.path)
     t0 = time.perf_counter()
-    run = run if run is not None else load_run(run_dir, which)
     was_training = run.model.training
     run.model.eval()
-    ctx = ViewContext(run, sequence=sequence)
-    if figures is None:
-        figures = view_figures(ctx, None if full else ["03_learning_curve"], dpi=dpi)
     results = run.results
     record = json.loads((run_dir / "config.json").read_text())
-    summary = [("experiment", run.experiment.name), ("paper", run.experiment.paper or "-"),
-               ("preset", run.preset), ("seed", getattr(run.cfg, "seed", "-")),
+    exp = run.experiment
+    summary = [("experiment", exp.name), ("paper", str(exp.citation) if exp.citation else "-"),
+               ("preset", run.preset), ("seed", run.cfg.seed),
                ("steps", results.get("steps", "-")), ("selected step", results.get("selected_step", run.step)),
                ("stopped", results.get("stopped", "-")), ("wall time (s)", results.get("wall_time", "-")),
                ("parameters", results.get("n_parameters", sum(p.numel() for p in run.model.parameters()))),
                ("evaluation fingerprint", results.get("eval_fingerprint", "-")),
                ("figures drawn from step", run.step), ("versions", f"tinyscope {record.get('tinyscope_version')}, "
                                                                    f"torch {record.get('torch_version')}")]
-    sections = [("Walkthrough (paper order)", figures), ("Experiment figures", experiment_figures(run, dpi)),
-                ("Training movies", movie_figures(run_dir)), ("Analysis (tinyscope analyze)", analysis_figures(run_dir))]
-    note = "" if full else "Quick report (smoke preset): `tinyscope viz RUN` draws every view into this page."
-    page = render_html(f"{run.experiment.name} · {run_dir.name}", summary, results.get("metrics", {}),
+    sections: list[tuple[str, list[ReportFigure]]] = []
+    metrics = run.metrics()
+    if metrics:
+        sections.append(("Learning curve", [_render("learning_curve", "Learning curve", "Losses (left axis) and "
+                                                    "error or accuracy metrics (right axis) against the step.",
+                                                    lambda: learning_curve_figure(metrics), dpi)]))
+    try:
+        declared = exp.report_sections(run, full)
+    except Exception as exc:  # a broken section must not cost the user the rest of the report
+        log.warning("report: %s.report_sections failed: %s", exp.name, exc)
+        sections.append((f"{exp.name} figures", [ReportFigure("sections", "Sections", "",
+                                                              error=f"{type(exc).__name__}: {exc}")]))
+        declared = []
+    for section in declared:
+        sections.append((section.heading, view_figures(section.views, dpi, drawn) + image_figures(section.images)))
+    sections.append(("Analysis (tinyscope analyze)", image_figures(analysis_images(run_dir))))
+    note = "" if full else "Quick report: `tinyscope viz RUN` draws every view into this page."
+    page = render_html(f"{exp.name} · {run_dir.name}", summary, results.get("metrics", {}),
                        record.get("config", {}), sections, note)
     run.model.train(was_training)
     path = run_dir / "report.html"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -119,17 +120,35 @@ class AnalysisResult:
 
 @dataclass(frozen=True)
 class Stage:
-    """A training phase after the main one (``cfg.train``).
+    """A training phase after the main one (``cfg.train``), run by the Trainer.
 
-    The Trainer runs it with its own run directory ``RUN/stages/<name>/`` (checkpoints, log,
-    resume) on the model the previous phase selected. ``prepare(model)`` runs first (freeze a
-    part, attach a head); ``objective`` and ``evaluate`` replace the main phase's."""
+    name:      the stage's run directory ``RUN/stages/<name>/`` (checkpoints/, metrics.jsonl,
+               resume; a file name: letters, digits, ``_ . -``);
+    train:     its TrainConfig (steps, optimizer, schedule, evaluation, selection, stopping);
+    objective: its loss ``(model, batch) -> loss`` (None: the main phase's);
+    evaluate:  its evaluation during training (None: the main phase's);
+    prepare:   runs on the model before the stage's Trainer is built, on a fresh start and on
+               a resume alike (freeze or unfreeze a part, re-initialise a head). Every module
+               exists from ``build_model`` on, so every phase's checkpoints load by name;
+    task:      what draws its training data, ``sample(rng, batch_size) -> Batch`` (None: the
+               run's task); the Trainer checkpoints its ``state_dict`` when it has one;
+    seed:      the seed of its per-step data ``step_rng(seed, step)`` (None: the run's seed).
+
+    A stage starts from the model the previous phase selected (``train.select_metric``; None:
+    its last evaluation, or its last step when it evaluates nothing); the last stage's selected
+    model is the one the final evaluation measures and ``load_run`` returns."""
 
     name: str
     train: "TrainConfig"
     objective: Objective | None = None
     evaluate: Evaluator | None = None
     prepare: Callable[[torch.nn.Module], None] | None = None
+    task: Task | None = None
+    seed: int | None = None
+
+    def __post_init__(self):
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.name) or self.name in (".", ".."):
+            raise ConfigError(f"stage name {self.name!r} must be a file name of letters, digits, '_', '.' or '-'")
 
 
 class Experiment(abc.ABC):

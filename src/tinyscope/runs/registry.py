@@ -9,19 +9,22 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
 
 from tinyscope.errors import ConfigError
-from tinyscope.runs.experiment import Experiment
+
+if TYPE_CHECKING:  # the registry itself stays light: `tinyscope --help` must not import torch
+    from tinyscope.runs.experiment import Experiment
 
 STUDIES_PACKAGE = "tinyscope.studies"
-_REGISTRY: dict[str, Experiment] = {}
+_REGISTRY: dict[str, "Experiment"] = {}
 # Modules that failed to import, with the error: one broken study must not hide the others;
 # `tinyscope list` reports these and the test suite requires the dict to stay empty.
 IMPORT_ERRORS: dict[str, str] = {}
 _loaded = False
 
 
-def register(exp: Experiment) -> Experiment:
+def register(exp: "Experiment") -> "Experiment":
     if exp.name in _REGISTRY and type(_REGISTRY[exp.name]) is not type(exp):
         raise ValueError(f"experiment {exp.name!r} registered twice")
     _REGISTRY[exp.name] = exp
@@ -59,12 +62,12 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def experiments() -> list[Experiment]:
+def experiments() -> list["Experiment"]:
     """Every registered experiment, sorted by name."""
     return [_REGISTRY[n] for n in names()]
 
 
-def get(name: str) -> Experiment:
+def get(name: str) -> "Experiment":
     _load_all()
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, _REGISTRY, n=1)

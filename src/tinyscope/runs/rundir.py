@@ -94,9 +94,8 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
                    report: str = "auto") -> dict:
     """Train (or continue) a run and write its directory; returns results.json's content.
 
-    report: RUN/report.html, "auto" (every view for 2-dimensional models outside the smoke preset,
-    the quick page with the experiment's own figures otherwise; `tinyscope viz` draws the PCA views
-    of wider models on demand), "full", "quick" or "none"."""
+    report: RUN/report.html, "auto" (the full page outside the smoke preset, the quick page for
+    smoke runs), "full", "quick" or "none"."""
     exp = registry.get(name)
     if not exp.trainable:
         raise ConfigError(f"{name} is compiled, not trained; write it with `tinyscope construct`")
@@ -122,7 +121,7 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     if report != "none":
         step = results["selected_step"] if results.get("selected_step") is not None else results["steps"]
         _write_report(Run(out, exp, preset, cfg, task, model, step),
-                      full=report == "full" or (report == "auto" and preset != "smoke" and _is_planar(model)))
+                      full=report == "full" or (report == "auto" and preset != "smoke"))
     return results
 
 
@@ -140,19 +139,13 @@ def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: 
         ckpt.atomic_write_json(out / "config.json", _config_record(exp, preset, cfg))
 
 
-def _is_planar(model: torch.nn.Module) -> bool:
-    """Whether the model's residual stream is 2-dimensional (the minimal-transformer family)."""
-    cfg = getattr(model, "cfg", None)
-    return getattr(cfg, "d_model", None) == 2
-
-
 def _write_report(run: "Run", full: bool) -> None:
     """RUN/report.html from the run in memory (no second build of the task)."""
     out = run.path
     try:
         from tinyscope.report.run_report import write_run_report
 
-        write_run_report(out, full=full, run=run)
+        write_run_report(run, full=full)
     except Exception as exc:  # the run itself is complete and saved; say so rather than fail it
         log.warning("could not write %s/report.html (%s: %s); `tinyscope viz %s` retries", out,
                     type(exc).__name__, exc, out)

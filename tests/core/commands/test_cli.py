@@ -41,7 +41,7 @@ def test_every_experiment_module_imports():
     (["run", "plus-last-even", "--seed", "x"], "argument --seed: invalid int value"),
     (["eval", "/nonexistent/run"], "is not a run directory"),
     (["frobnicate"], "invalid choice"),
-    (["analyze", "/nonexistent/run", "--only", "tnse"], "--only 'tnse' is not an analysis"),
+    (["analyze", "/nonexistent/run", "--only", "tnse"], "is not a run directory"),
     (["analyze", "/nonexistent/run", "--checkpoint", "final"], "must be best, last or a step number"),
 ])
 def test_bad_input_prints_one_line_and_exits_2(capsys, argv, needle, tmp_path):

@@ -56,4 +56,4 @@ def test_smoke_run_and_legibility(tmp_path):
     trace = unit_trace(run.model, run.task.eval_set().tokens[0], 0, 1, run.task.vocab)
     assert len(trace) == run.task.eval_set().tokens.shape[1] and all(0 <= t[1] <= 1 for t in trace)
     assert plot_half_lives(run.model).axes
-    assert "half_lives" in NCLMExperiment().figures(run)
+    assert [v.name for v in NCLMExperiment().views(run)] == ["half_lives"]

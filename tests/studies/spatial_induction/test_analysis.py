@@ -28,6 +28,8 @@ def test_analyze_cli_writes_json_and_figures(tmp_path, capsys):
     assert "alignment" in data and "ablation" not in data
     assert (tmp_path / "r" / "analysis" / "alignment.png").stat().st_size > 1000
     assert main(["analyze", str(tmp_path / "r"), "--n-traj", "0"]) == 2
+    assert main(["analyze", str(tmp_path / "r"), "--only", "tnse"]) == 2
+    assert "is not an analysis of sih-eca-dedicated-det" in capsys.readouterr().err
 
 
 def test_analysis_figures_enter_the_run_report(tmp_path):

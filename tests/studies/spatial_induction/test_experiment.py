@@ -50,8 +50,8 @@ def test_smoke_run_trains_evaluates_and_draws(tmp_path):
         assert 0.0 <= m[key] <= 1.0
     assert m["test_kgram_acc"] == 1.0  # the coverage filter makes every scored query resolvable
     run = load_run(tmp_path / "run")
-    figs = run.experiment.figures(run)
-    assert len(figs["rollout"].axes) == 3
+    (rollout,) = run.experiment.views(run)
+    assert rollout.name == "rollout" and len(rollout.draw().axes) == 3
     second = run_experiment("sih-eca-dedicated-det", "smoke", seed=1, out=tmp_path / "run1", progress=False)["metrics"]
     runs = [read_run(tmp_path / "run"), read_run(tmp_path / "run1")]
     table = get_table("sih-table13").build(runs)

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from tinyscope.errors import check, check_choice
 from tinyscope.models.transformer import Transformer, TransformerConfig
-from tinyscope.runs.experiment import Citation, Experiment
+from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.log_icot.model import ConstrainedParityConfig, ConstrainedParityTransformer
 from tinyscope.studies.log_icot.task import CURRICULA, Parity, ParityConfig, encode, node_levels, removal_schedule
@@ -244,10 +244,12 @@ class ParityExperiment(Experiment):
             out |= {f"samples_stage_{r['stage']}": float(r["samples"]) for r in curriculum.summary()}
         return out
 
-    def figures(self, run) -> dict:
+    def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
+        """Attention heatmaps per layer: the chain of thought moving into depth."""
         from tinyscope.studies.log_icot.absorption import absorption_figures
 
-        return absorption_figures(run)
+        return [View(name, "Absorption", "Attention per layer over the input and the tree levels.", lambda f=fig: f)
+                for name, fig in absorption_figures(run).items()]
 
 
 for _kind in CURRICULA:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from tinyscope.models.transformer import Transformer, TransformerConfig
-from tinyscope.runs.experiment import Citation, Experiment
+from tinyscope.runs.experiment import Citation, Experiment, ReportSection, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.minimal.task import PlusLastEven, PlusLastEvenConfig, rule_targets
 from tinyscope.train.trainer import TrainConfig
@@ -133,6 +133,23 @@ class PlusLastEvenExperiment(Experiment):
             model, cfg.eval.n_generated, cfg.eval.generated_length, cfg.task.block_size, seed=cfg.task.data_seed + 3)
         metrics["n_constrained"] = float(len(task.eval_set()))
         return metrics
+
+    def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
+        """Every figure of the geometric walkthrough that applies to the run (Fig. 2-15)."""
+        from tinyscope.studies.minimal.views import run_views
+
+        return run_views(run, options)
+
+    def report_sections(self, run, full: bool = True) -> list[ReportSection]:
+        """The walkthrough in paper order and the training movies already rendered into RUN/movies
+        (`tinyscope movie`); the quick page (smoke runs) has neither."""
+        if not full:
+            return []
+        from tinyscope.studies.minimal.movies import MOVIE_NAMES
+
+        movies = [(name, f"Movie (Sec. 6): {name}, one frame per checkpoint", run.path / "movies" / f"{name}.gif")
+                  for name in MOVIE_NAMES]
+        return [ReportSection("Walkthrough (paper order)", self.views(run)), ReportSection("Training movies", (), movies)]
 
 
 register(PlusLastEvenExperiment())

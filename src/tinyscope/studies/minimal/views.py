@@ -1,13 +1,14 @@
 """The catalogue of views of a run, in the order of the paper's walkthrough (Fig. 2-15).
 
-A :class:`View` names a figure (its file stem says what it shows), the paper figure it
+A :class:`WalkthroughView` names a figure (its file stem says what it shows), the paper figure it
 reproduces, when it applies to a run, and how to draw it from a :class:`ViewContext` (a loaded
 run plus the shared, lazily computed geometry, landscape and sequence trace). ``tinyscope viz``
-and the run report both iterate :func:`render_views`, one figure at a time.
+and the run report reach them through :func:`run_views` (the experiment's ``views``).
 """
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Iterator
@@ -15,6 +16,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from tinyscope.errors import TinyscopeError
+from tinyscope.report.learning_curve import learning_curve_figure
+from tinyscope.runs.experiment import View, ViewOptions
 from tinyscope.studies.minimal import geometry_views as gv
 from tinyscope.studies.minimal import sequence_views as sv
 from tinyscope.studies.minimal import walkthrough_views as wv
@@ -29,6 +32,8 @@ from tinyscope.studies.minimal.geometry import (
     token_labels,
 )
 from tinyscope.studies.minimal.walkthrough import DEFAULT_SEQUENCE, Trace, parse_sequence, trace_sequence
+
+log = logging.getLogger(__name__)
 
 
 def rule_targets_of(task) -> Callable | None:
@@ -105,7 +110,10 @@ class ViewContext:
 
 
 @dataclass(frozen=True)
-class View:
+class WalkthroughView:
+    """A catalogue entry: the figure's file stem, the paper figure, a caption, how to draw it from
+    a :class:`ViewContext`, and when it applies to a run."""
+
     name: str
     figure: str
     caption: str
@@ -164,45 +172,45 @@ def _can_generate(ctx: ViewContext) -> bool:
     return ctx.rule is not None and _geometric(ctx)
 
 
-VIEWS: list[View] = [
-    View("02_training_sequences", "Figure 2", "Sample training sequences; green: constrained and correct, grey: "
+VIEWS: list[WalkthroughView] = [
+    WalkthroughView("02_training_sequences", "Figure 2", "Sample training sequences; green: constrained and correct, grey: "
          "unconstrained.", _training_data, lambda c: c.rule is not None and hasattr(c.run.task, "corpus")),
-    View("03_learning_curve", "Figure 3", "Loss (left axis) and error metrics (right axis) over training steps.",
-         lambda c: sv.learning_curve_figure(c.run.metrics()), lambda c: bool(c.run.metrics())),
-    View("04_generations_before_after", "Figure 4", "Model generations at initialisation (top) and after "
+    WalkthroughView("03_learning_curve", "Figure 3", "Loss (left axis) and error metrics (right axis) over training steps.",
+         lambda c: learning_curve_figure(c.run.metrics(), "Training dynamics (Fig. 3)"), lambda c: bool(c.run.metrics())),
+    WalkthroughView("04_generations_before_after", "Figure 4", "Model generations at initialisation (top) and after "
          "training (bottom), coloured by the rule.", _generations, _can_generate),
-    View("05_embeddings", "Figure 5", "Token and position embeddings as heatmaps and scatter plots; every "
+    WalkthroughView("05_embeddings", "Figure 5", "Token and position embeddings as heatmaps and scatter plots; every "
          "token + position sum labelled (token, position).", lambda c: gv.embeddings_figure(c.geometry), _geometric),
-    View("06_qkv_projections", "Figure 6", "All token + position points through W_Q, W_K and W_V, with each "
+    WalkthroughView("06_qkv_projections", "Figure 6", "All token + position points through W_Q, W_K and W_V, with each "
          "matrix inset.", lambda c: gv.qkv_figure(c.geometry), _geometric),
-    View("07_qk_space_focused_query", "Figure 7", "Joint query/key space; one query's dot product over the plane "
+    WalkthroughView("07_qk_space_focused_query", "Figure 7", "Joint query/key space; one query's dot product over the plane "
          "with causally masked keys greyed.",
          lambda c: gv.qk_space_figure(c.geometry, c.focus, c.focus_position), _geometric),
-    View("08_query_token_scores", "Figure 8", "Raw q.k blocks of the focus query token against every key token, "
+    WalkthroughView("08_query_token_scores", "Figure 8", "Raw q.k blocks of the focus query token against every key token, "
          "T x T each.", lambda c: gv.query_token_scores_figure(c.geometry, c.focus), _geometric),
-    View("08s_all_scores", "Supplementary a4/11", "The full (V T) x (V T) matrix of raw q.k grouped by token.",
+    WalkthroughView("08s_all_scores", "Supplementary a4/11", "The full (V T) x (V T) matrix of raw q.k grouped by token.",
          lambda c: gv.full_scores_figure(c.geometry), _geometric),
-    View("09_output_probabilities", "Figure 9", "P(next = token) of the output network over the plane, one "
+    WalkthroughView("09_output_probabilities", "Figure 9", "P(next = token) of the output network over the plane, one "
          "panel per token.", lambda c: gv.probability_panels_figure(c.landscape, c.labels), _landscape_ok),
-    View("10_output_entropy_argmax", "Figure 10", "Entropy and argmax maps of the output network, with the "
+    WalkthroughView("10_output_entropy_argmax", "Figure 10", "Entropy and argmax maps of the output network, with the "
          "embeddings and the values overlaid.", lambda c: gv.output_summary_figure(c.landscape, c.geometry),
          _landscape_ok),
-    View("11_walk_embeddings", "Figure 11", "The walkthrough sequence's embeddings against all points.",
+    WalkthroughView("11_walk_embeddings", "Figure 11", "The walkthrough sequence's embeddings against all points.",
          lambda c: wv.walk_embeddings_figure(c.trace, c.geometry), _geometric),
-    View("12_walk_queries_keys", "Figure 12", "The sequence's queries and keys against all queries and keys.",
+    WalkthroughView("12_walk_queries_keys", "Figure 12", "The sequence's queries and keys against all queries and keys.",
          lambda c: wv.walk_qk_figure(c.trace, c.geometry), _geometric),
-    View("13_walk_attention", "Figure 13", "Per-query dot products over the plane, masked q.k and the attention "
+    WalkthroughView("13_walk_attention", "Figure 13", "Per-query dot products over the plane, masked q.k and the attention "
          "matrix.", lambda c: wv.walk_attention_figure(c.trace, c.geometry), _geometric),
-    View("14_walk_values", "Figure 14", "Values and attention outputs of the sequence.",
+    WalkthroughView("14_walk_values", "Figure 14", "Values and attention outputs of the sequence.",
          lambda c: wv.walk_values_figure(c.trace, c.geometry), _geometric),
-    View("15_walk_prediction", "Figure 15", "Each embedding nudged by its attention output into its output "
+    WalkthroughView("15_walk_prediction", "Figure 15", "Each embedding nudged by its attention output into its output "
          "region.", lambda c: wv.walk_prediction_figure(c.trace, c.landscape), _landscape_ok),
 ]
 
 VIEW_NAMES = [v.name for v in VIEWS]
 
 
-def select_views(only: list[str] | None = None) -> list[View]:
+def select_views(only: list[str] | None = None) -> list[WalkthroughView]:
     """The views named in ``only`` (full names or their part after the number), in paper order."""
     if not only:
         return list(VIEWS)
@@ -215,8 +223,26 @@ def select_views(only: list[str] | None = None) -> list[View]:
     return [v for v in VIEWS if v in chosen]
 
 
-def render_views(ctx: ViewContext, only: list[str] | None = None) -> Iterator[tuple[View, object]]:
+def render_views(ctx: ViewContext, only: list[str] | None = None) -> Iterator[tuple[WalkthroughView, object]]:
     """Yield (view, Figure) for every selected view that applies to the run, in paper order."""
     for view in select_views(only):
         if view.applies(ctx):
             yield view, view.render(ctx)
+
+
+def run_views(run, options: ViewOptions = ViewOptions()) -> list[View]:
+    """The catalogue as the run's :class:`~tinyscope.runs.experiment.View` s: every view that
+    applies, in paper order, drawn on demand from one shared context (geometry, landscape and
+    trace are computed once, at the first view that needs them)."""
+    ctx = ViewContext(run, sequence=options.sequence, focus=options.focus, focus_position=options.focus_position,
+                      head=options.head)
+    out = []
+    for view in VIEWS:
+        try:
+            applies = view.applies(ctx)
+        except Exception as exc:  # noqa: BLE001 - a view that cannot tell is left out, and logged
+            log.warning("cannot tell whether %s applies: %s", view.name, exc)
+            applies = False
+        if applies:
+            out.append(View(view.name, view.figure, view.caption, lambda v=view: v.render(ctx)))
+    return out

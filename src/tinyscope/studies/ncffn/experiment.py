@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from tinyscope.errors import check
 from tinyscope.models.transformer import TransformerConfig
-from tinyscope.runs.experiment import Citation, Experiment
+from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.ncffn.licensing import ID, SLOT_KINDS, Licensing, LicensingConfig
 from tinyscope.studies.ncffn.model import QuantifiedTransformer, equal_parameter_widths, parameter_report
@@ -188,12 +188,14 @@ class NCLMExperiment(Experiment):
             metrics.update(half_life_summary(model, cfg.eval.latch_half_life))
         return metrics
 
-    def figures(self, run) -> dict:
+    def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
+        """The half-lives of the trained sequence quantifiers (when the model has them)."""
         if not run.cfg.quant.layers:
-            return {}
+            return []
         from tinyscope.studies.ncffn.legibility import plot_half_lives
 
-        return {"half_lives": plot_half_lives(run.model)}
+        return [View("half_lives", "Legibility", "Half-life of each trained sequence quantifier.",
+                     lambda: plot_half_lives(run.model))]
 
 
 register(NCLMExperiment())

@@ -25,6 +25,13 @@ from tinyscope.studies.spatial_induction.construction_sets import QuerySets, que
 log = logging.getLogger(__name__)
 
 ANALYSES = ("attention", "alignment", "ablation", "probes", "tsne")
+CAPTIONS = {  # by the figure name's first word
+    "attention": "attention over the grid of one query (Fig. 2)",
+    "alignment": "attention mass on the positions the construction predicts (App. I.5)",
+    "ablation": "TF cell accuracy with routing cells / matched precedents removed vs random controls (App. I.6)",
+    "probes": "linear probes per stage: configuration and k-gram posterior (App. I.7)",
+    "tsne": "t-SNE per stage, coloured by configuration and output (App. I.8)",
+}
 STAGES = {  # name -> hook of the post-residual stream after that sub-layer
     "embedding": "blocks.0.hook_resid_pre",
     "L1 attention": "blocks.0.hook_resid_mid",

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from tinyscope.errors import ConfigError, check, check_choice
-from tinyscope.runs.experiment import Experiment
+from tinyscope.runs.experiment import View, ViewOptions, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.spatial_induction.experiment import CITATION, SETTINGS, SihEvalConfig, task_config
 from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask
@@ -84,16 +84,20 @@ class CompiledSihExperiment(Experiment):
         circuit = compile_circuit(cfg, task)
         return StarPrepended(circuit.model, task.layout.V + 2) if circuit.star else circuit.model
 
-    def figures(self, run) -> dict:
+    def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
+        """The positional widths over grid sizes (App. E) and the KL to the Bayes posterior against
+        the Layer-2 scale beta with Theorem 9's budget (App. H), from results.json."""
         from tinyscope.studies.spatial_induction.constructions.figures import kl_vs_beta_figure, widths_table_figure
 
         res = run.results
-        figs = {}
+        views = []
         if res.get("grid_independence"):
-            figs["grid_independence"] = widths_table_figure(res["grid_independence"])
+            views.append(View("grid_independence", "App. E", "Positional widths of the compiled circuit over grid "
+                              "sizes.", lambda: widths_table_figure(res["grid_independence"])))
         if res.get("kl_vs_beta"):
-            figs["kl_vs_beta"] = kl_vs_beta_figure(res["kl_vs_beta"])
-        return figs
+            views.append(View("kl_vs_beta", "App. H", "Measured KL to the Bayes posterior against the Layer-2 scale "
+                              "beta, beside Theorem 9's budget.", lambda: kl_vs_beta_figure(res["kl_vs_beta"])))
+        return views
 
     def evaluator(self, cfg: CompiledRunConfig, task: CellularTask):
         return lambda model: self.final_evaluation(cfg, task, model)
@@ -160,8 +164,9 @@ def write_compiled_run(setting: str, regime: str, out, overrides: list[str] | No
         results["kl_vs_beta"] = kl_vs_beta(task, ev, build)
     ckpt.atomic_write_json(out / "results.json", results)
     from tinyscope.report.run_report import write_run_report
+    from tinyscope.runs.rundir import load_run
 
-    write_run_report(out, full=False)  # the widths table and the KL-vs-beta figure
+    write_run_report(load_run(out))  # the widths table and the KL-vs-beta figure
     return results
 
 

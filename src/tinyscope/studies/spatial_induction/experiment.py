@@ -18,7 +18,7 @@ import torch
 from tinyscope.errors import check
 from tinyscope.models.transformer import Transformer, TransformerConfig
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
-from tinyscope.runs.experiment import Citation, Experiment
+from tinyscope.runs.experiment import AnalysisOptions, AnalysisResult, Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask
 from tinyscope.train.trainer import TrainConfig
@@ -225,12 +225,29 @@ class SihExperiment(Experiment):
         out.update({f"test_{k}": v for k, v in ar.items()})
         return {k: float(v) for k, v in out.items()}
 
-    def figures(self, run) -> dict:
+    def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
+        """The rollout figure (Fig. 1 / App. I.9) for 1D binary runs."""
         from tinyscope.studies.spatial_induction.rollout import rollout_figure_for_run
 
         if self.setting != "eca":
-            return {}
-        return {"rollout": rollout_figure_for_run(run)}
+            return []
+        return [View("rollout", "Figure 1", "Teacher-forced and autoregressive predictions on held-out rules "
+                     "against the true trajectory.", lambda: rollout_figure_for_run(run))]
+
+    def analyses(self) -> tuple[str, ...]:
+        from tinyscope.studies.spatial_induction.analysis import ANALYSES
+
+        return tuple(ANALYSES)
+
+    def analyze(self, run, options: AnalysisOptions) -> AnalysisResult:
+        """Attention maps, alignment (App. I.5), ablation with random controls (I.6), rule-disjoint
+        linear probes (I.7) and t-SNE (I.8) on ``options.n`` fresh test trajectories."""
+        from tinyscope.studies.spatial_induction.analysis import ANALYSES, CAPTIONS, AnalysisConfig, analyze
+
+        cfg = AnalysisConfig(n_traj=options.n, seed=options.seed, only=list(options.only or ANALYSES))
+        numbers, figures = analyze(run.model, run.task, cfg, progress=options.progress)
+        captions = {name.replace(" ", "_"): CAPTIONS.get(name.split("_")[0], "") for name in figures}
+        return AnalysisResult(numbers, figures, captions)
 
 
 for _setting in SETTINGS:

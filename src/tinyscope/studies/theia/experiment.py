@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from tinyscope.errors import check
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
-from tinyscope.runs.experiment import Citation, Experiment
+from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.theia.analysis import (
     CHAIN_LENGTHS,
@@ -346,10 +346,14 @@ class TheiaChainExperiment(RecordExperiment):
                              spec=task.spec, independent=cfg.chain.independent_lengths)
         return out | {f"chain_acc/{L}": v for L, v in acc.items()}
 
-    def figures(self, run) -> dict:
+    def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
+        """Final-step accuracy of the chain against its length, from results.json."""
         metrics = run.results.get("metrics", {})
         curve = {int(k.split("/")[1]): v for k, v in metrics.items() if k.startswith("chain_acc/")}
-        return {"chain_accuracy": chain_figure({run.cfg.model.arch: curve})} if curve else {}
+        if not curve:
+            return []
+        return [View("chain_accuracy", "Chain", "Final-step accuracy of the mod-3 chain against the number of "
+                     "steps.", lambda: chain_figure({run.cfg.model.arch: curve}))]
 
 
 register(TheiaKleeneExperiment())

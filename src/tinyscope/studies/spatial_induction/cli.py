@@ -1,4 +1,4 @@
-"""``tinyscope construct SETTING``: write a run directory whose model is a compiled spatial
+"""``tinyscope construct SETTING`` (a command of the spatial-induction study): write a run directory whose model is a compiled spatial
 induction head (Construction I or II + the Layer-2 matching head), evaluated against the Bayes posterior."""
 from __future__ import annotations
 

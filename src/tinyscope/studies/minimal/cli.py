@@ -1,0 +1,33 @@
+"""``tinyscope movie RUN``: the five learning-dynamics movies of the minimal transformer
+(Mahajne & Moldwin, Sec. 6), one frame per checkpoint, into RUN/movies and the run's report."""
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("movie", help="render the five learning-dynamics movies of a run (GIF; MP4 with ffmpeg)")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--only", nargs="+", metavar="NAME", default=None, help="render only these movies")
+    p.add_argument("--fps", type=float, default=8.0, help="frames per second (default: 8)")
+    p.add_argument("--every", type=int, default=1, help="use every k-th checkpoint (default: all)")
+    p.add_argument("--dpi", type=int, default=72, help="frame resolution (default: 72)")
+    p.add_argument("--no-mp4", action="store_true", help="write GIFs only even when ffmpeg is available")
+    p.add_argument("--out", default=None, help="output folder (default: RUN/movies)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=cmd_movie)
+
+
+def cmd_movie(args) -> int:
+    from tinyscope.runs.rundir import load_run
+    from tinyscope.studies.minimal.movies import render_movies
+
+    run = load_run(args.run, "best")
+    written = render_movies(run, out_dir=args.out, only=args.only, fps=args.fps, every=args.every,
+                            mp4=not args.no_mp4, dpi=args.dpi, progress=not args.no_progress)
+    for files in written.values():
+        for f in files:
+            print(f)
+    if not args.no_mp4 and not any(str(f).endswith(".mp4") for fs in written.values() for f in fs):
+        print("tinyscope: no ffmpeg found, wrote GIFs only (pip install imageio-ffmpeg for MP4)", file=sys.stderr)
+    return 0
