@@ -130,11 +130,10 @@ def absorption_over_stages(run, n_examples: int = 512, probes: bool = True) -> l
     all in the final (all-blank) layout, for the model at the end of the stage, run at that stage's
     depth (``grow_depth`` runs skip the layers a stage did not train: their rows are NaN)."""
     task = run.task.task if hasattr(run.task, "curriculum") else run.task
-    stage_hooks = getattr(run.experiment, "stage_hooks", None)
     out = []
     for stage, step in stage_end_steps(run.metrics(), run.checkpoint_steps()).items():
         model = run.load_step(step)
-        hooks = stage_hooks(run.cfg, run.task.curriculum.stages[stage].spec) if stage_hooks else []
+        hooks = run.experiment.stage_hooks(run.cfg, run.task.curriculum.stages[stage].spec)
         active = len(model.blocks) - len(hooks) // 2
         with model.hooks(hooks):
             patterns = attention_patterns(model, task, n_examples=n_examples)
