@@ -281,9 +281,14 @@ def register_table(layout: TableLayout | FunctionTable) -> TableLayout | Functio
 
 
 def table_names() -> list[str]:
+    """Every table layout the registered experiments declare (``Experiment.tables()``) and any
+    registered directly."""
     from tinyscope.runs import registry
 
-    registry.names()  # experiment modules register their tables on import
+    for exp in registry.experiments():
+        for layout in exp.tables():
+            if _TABLES.get(layout.name) is not layout:
+                register_table(layout)
     return sorted(_TABLES)
 
 

@@ -234,6 +234,10 @@ class SihExperiment(Experiment):
         return [View("rollout", "Figure 1", "Teacher-forced and autoregressive predictions on held-out rules "
                      "against the true trajectory.", lambda: rollout_figure_for_run(run))]
 
+    def tables(self) -> list:
+        """Table 13 (deterministic rules) and Table 14 (stochastic rules)."""
+        return [TABLE13 if self.regime == "det" else TABLE14]
+
     def analyses(self) -> tuple[str, ...]:
         from tinyscope.studies.spatial_induction.analysis import ANALYSES
 
@@ -289,41 +293,3 @@ TABLE14 = register_table(TableLayout(
              Metric("AR KL kg||m", "test_ar_kl_kgram", digits=4)),
     description="spatial induction heads, App. I.4 Table 14 (mean ± sample SD over seeds)"))
 
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m tinyscope.studies.spatial_induction.experiment RUN_DIR ...``: print Tables 13 and 14 (the same as
-    ``tinyscope report DIR --table sih-table13``);
-    ``... --figure RUN_DIR ...``: write each ECA run's Figure 1 rollout to RUN_DIR/figures/rollout.png;
-    ``... --figure1 DET_RUN STOCH_RUN OUT.png``: both rows of Figure 1 (Rule 110, Stavskaya) in one figure."""
-    import sys
-    from pathlib import Path
-
-    args = list(argv if argv is not None else sys.argv[1:])
-    if args and args[0] == "--figure1":
-        from tinyscope.runs.rundir import load_run
-        from tinyscope.studies.spatial_induction.rollout import rollout_figure, rollout_panel_for_run
-
-        runs = [load_run(d) for d in args[1:3]]
-        rollout_figure([rollout_panel_for_run(r) for r in runs]).savefig(args[3], dpi=130)
-        print(args[3])
-        return
-    if args and args[0] == "--figure":
-        from tinyscope.runs.rundir import load_run
-
-        for d in map(Path, args[1:]):
-            run = load_run(d)
-            for name, fig in run.experiment.figures(run).items():
-                (d / "figures").mkdir(exist_ok=True)
-                fig.savefig(d / "figures" / f"{name}.png", dpi=130)
-                print(d / "figures" / f"{name}.png")
-        return
-    from tinyscope.report.records import read_run
-
-    runs = [read_run(d) for d in map(Path, args) if (d / "results.json").exists()]
-    for layout in (TABLE13, TABLE14):
-        if layout.select(runs):
-            print(layout.build(runs).to_markdown(), end="\n\n")
-
-
-if __name__ == "__main__":
-    main()

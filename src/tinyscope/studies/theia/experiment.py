@@ -6,12 +6,15 @@ weights [F, T, U] = [1, 1, 2]; stop once test accuracy > 99.9% and 12/12 Unknown
 (> 99%) on two consecutive checks. Each evaluation record carries ``elapsed_s`` (seconds since
 training began, evaluations included) so the time to the first 12/12 reads off metrics.jsonl.
 
-``theia-chain``: the three-phase chain protocol (Sec. 1.6). Phase 1 (the Trainer: the run's
-checkpoints) trains the step model on single records; the final evaluation then runs phase 2
-(TransitionNet with teacher forcing, step model frozen) and phase 3 (end-to-end, straight-through
-Gumbel-softmax, loss sum_t (1 + 0.5 t) CE_t / T) from the selected phase-1 checkpoint, seeded, and
-reports final-step accuracy on chains of 5 ... 500 steps. The public code restarts phase 1 on
-plateaus; tinyscope does not (one run, one seed; rerun with another seed instead).
+``theia-chain``: the three-phase chain protocol (Sec. 1.6), every phase a Trainer phase with
+its own checkpoints and resume. Phase 1 (the main phase: RUN/checkpoints) trains the step model on
+single records; from its selected checkpoint, stage ``transition`` (phase 2, RUN/stages/transition:
+the TransitionNet with teacher forcing, step model frozen) and then stage ``end_to_end`` (phase 3,
+RUN/stages/end_to_end: both, straight-through Gumbel-softmax, loss sum_t (1 + 0.5 t) CE_t / T); see
+:mod:`tinyscope.studies.theia.phases`. The final evaluation only measures the last stage's model:
+step accuracy, the transition's table accuracy and final-step accuracy on chains of 5 ... 500
+steps. The public code restarts phase 1 on plateaus; tinyscope does not (one run, one seed; rerun
+with another seed instead).
 """
 from __future__ import annotations
 
@@ -21,11 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from tinyscope.errors import check
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
-from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
+from tinyscope.runs.experiment import Citation, Experiment, Stage, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.theia.analysis import (
     CHAIN_LENGTHS,
@@ -36,7 +38,15 @@ from tinyscope.studies.theia.analysis import (
     rule_accuracies,
     rules_passed,
 )
-from tinyscope.studies.theia.model import ChainModel, TheiaModelConfig, build_theia_model, predict
+from tinyscope.studies.theia.chain import ChainModel
+from tinyscope.studies.theia.model import TheiaModelConfig, build_theia_model, predict
+from tinyscope.studies.theia.phases import (
+    ChainData,
+    end_to_end_loss,
+    final_step_accuracy,
+    transition_loss,
+    transition_table_accuracy,
+)
 from tinyscope.studies.theia.task import RULES_12, RULES_39, KleeneConfig, KleeneTask, sample_chains
 from tinyscope.train.trainer import TrainConfig
 
@@ -134,7 +144,6 @@ class RecordExperiment(Experiment):
     """What both THEIA experiments share: a :class:`KleeneTask` and a network from ``cfg.model``."""
 
     citation = CITATION
-
     study = "theia"
 
     def build_task(self, cfg) -> KleeneTask:
@@ -158,6 +167,10 @@ class TheiaKleeneExperiment(RecordExperiment):
 
     def objective(self, cfg: KleeneRunConfig, task: KleeneTask):
         return weighted_label_loss(cfg.eval.class_weights, bf16=cfg.bf16)
+
+    def tables(self) -> list:
+        """Per-rule accuracy over seeds (the 39-rule table)."""
+        return [RULE_TABLE]
 
     def evaluator(self, cfg: KleeneRunConfig, task: KleeneTask):
         clock: dict[str, float] = {}
@@ -202,7 +215,10 @@ def _device(model: torch.nn.Module) -> torch.device:
 # ====================================================================== the mod-3 chain
 @dataclass
 class ChainProtocolConfig:
-    """Phases 2 and 3 and the chain evaluation (phase 1 is ``train``)."""
+    """Phases 2 and 3 and the chain evaluation (phase 1 is ``train``). Both phases use AdamW
+    (weight decay 0.01, grad clip 1) in fp32; phase 2 at a constant rate, stopping once the
+    transition maps all 9 label pairs right (``transition_acc >= p2_stop_acc``, checked every
+    ``p2_eval_every`` steps); phase 3 with cosine decay to 0. A phase of 0 steps is skipped."""
 
     class_weights: list[float] = field(default_factory=lambda: [1.0, 1.0, 2.0])  # phase 1, F T U
     chain_steps: int = 5              # training chains' length (phases 2 and 3)
@@ -210,10 +226,14 @@ class ChainProtocolConfig:
     p2_batch: int = 1024
     p2_lr: float = 1e-3
     p2_stop_acc: float = 0.999
+    p2_eval_every: int = 20           # also the fewest steps phase 2 trains before it may stop
     p3_steps: int = 300
     p3_batch: int = 256
     p3_lr: float = 3e-4
     p3_steps_per_epoch: int = 123     # tau = max(0.1, 0.5 - 0.01 * epoch); paper: 500k / 4096
+    p3_eval_every: int = 50
+    checkpoint_every: int = 100       # phases 2 and 3: step checkpoints and resume points; 0 = only the last
+    n_stage_eval_chains: int = 1000   # fixed chain_steps-step chains evaluated during phase 3
     lengths: list[int] = field(default_factory=lambda: list(CHAIN_LENGTHS))
     n_eval_chains: int = 10_000
     independent_lengths: bool = False
@@ -221,6 +241,10 @@ class ChainProtocolConfig:
     def __post_init__(self):
         check(self.chain_steps >= 2, f"chain.chain_steps={self.chain_steps} must be >= 2")
         check(self.p2_steps >= 0 and self.p3_steps >= 0, "chain.p2_steps and chain.p3_steps must be >= 0")
+        check(self.p2_eval_every >= 1 and self.p3_eval_every >= 1, "chain.p2_eval_every and chain.p3_eval_every must be >= 1")
+        check(self.checkpoint_every >= 0, f"chain.checkpoint_every={self.checkpoint_every} must be >= 0")
+        check(self.p3_steps_per_epoch >= 1, f"chain.p3_steps_per_epoch={self.p3_steps_per_epoch} must be >= 1")
+        check(self.n_stage_eval_chains >= 1, f"chain.n_stage_eval_chains={self.n_stage_eval_chains} must be >= 1")
         check(all(L >= 1 for L in self.lengths), f"chain.lengths={self.lengths} must be positive")
 
 
@@ -249,8 +273,8 @@ CHAIN_PRESETS = {
     "smoke": lambda: ChainRunConfig(
         task=KleeneConfig(variant="chain", n_test=256),
         train=_chain_train(steps=10, batch_size=32, eval_every=5, log_every=5),
-        chain=ChainProtocolConfig(p2_steps=5, p2_batch=32, p3_steps=3, p3_batch=16, lengths=[5, 10],
-                                  n_eval_chains=64)),
+        chain=ChainProtocolConfig(p2_steps=5, p2_batch=32, p3_steps=3, p3_batch=16, checkpoint_every=2,
+                                  n_stage_eval_chains=32, lengths=[5, 10], n_eval_chains=64)),
     # One core, ~30 min: phase 1 as the 4-domain cpu preset (batch 2048, bf16, Muon 0.05 + AdamW
     # 1e-3, tiled number encoders, wsd) for at most 8,000 steps, stopping at 99.9% step accuracy
     # (seed 42: step 7,300). The flat MLP baseline: --set model.arch=flat_mlp (docs/theia.md).
@@ -271,55 +295,18 @@ CHAIN_PRESETS = {
 }
 
 
-def train_transition(chain: ChainModel, cfg: ChainProtocolConfig, spec, seed: int, progress: bool = False) -> float:
-    """Phase 2: TransitionNet on teacher-forced (y_{t-1}, local_t) -> y_t from fresh 5-step chains;
-    the step model is untouched. Returns the last batch's final-step accuracy."""
-    opt = torch.optim.AdamW(chain.transition.parameters(), lr=cfg.p2_lr, weight_decay=0.01)
-    device, acc = _device(chain), 0.0
-    for step in tqdm(range(cfg.p2_steps), desc="phase 2", disable=not progress, leave=False):
-        data = sample_chains(np.random.default_rng([seed, 2, step]), cfg.p2_batch, cfg.chain_steps, spec)
-        y = torch.from_numpy(data["labels"]).to(device)  # (B, T)
-        local = torch.from_numpy(data["local"]).to(device)  # (B, T)
-        prev = F.one_hot(y[:, :-1], 3).float()  # (B, T-1, 3)
-        logits = chain.transition(prev, F.one_hot(local[:, 1:], 3).float())  # (B, T-1, 3)
-        loss = F.cross_entropy(logits.reshape(-1, 3), y[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(chain.transition.parameters(), 1.0)
-        opt.step()
-        acc = float((logits[:, -1].argmax(-1) == y[:, -1]).float().mean())
-        if acc >= cfg.p2_stop_acc and step >= 20:
-            break
-    return acc
+def _stage_seed(seed: int, phase: int) -> int:
+    """The data seed of phase ``phase``: distinct per (run seed, phase), so no two phases share a
+    step's generator."""
+    return int(np.random.SeedSequence([seed, phase]).generate_state(1)[0])
 
 
-def train_end_to_end(chain: ChainModel, cfg: ChainProtocolConfig, spec, seed: int, progress: bool = False) -> float:
-    """Phase 3: step model and transition together on 5-step chains; straight-through Gumbel
-    one-hots (tau = max(0.1, 0.5 - 0.01 epoch)); loss = sum_t (1 + 0.5 t) CE_t / T; AdamW with
-    cosine decay. Returns the last batch's final-step accuracy."""
-    if cfg.p3_steps == 0:
-        return float("nan")
-    opt = torch.optim.AdamW(chain.parameters(), lr=cfg.p3_lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.p3_steps)
-    gen = torch.Generator(device=_device(chain)).manual_seed(seed)
-    weights = 1.0 + 0.5 * torch.arange(cfg.chain_steps, dtype=torch.float32)  # (T,)
-    device, acc = _device(chain), 0.0
-    chain.train()
-    for step in tqdm(range(cfg.p3_steps), desc="phase 3", disable=not progress, leave=False):
-        tau = max(0.1, 0.5 - 0.01 * (step // cfg.p3_steps_per_epoch + 1))
-        data = sample_chains(np.random.default_rng([seed, 3, step]), cfg.p3_batch, cfg.chain_steps, spec)
-        x, y = torch.from_numpy(data["records"]).to(device), torch.from_numpy(data["labels"]).to(device)
-        logits = chain(x, tau=tau, generator=gen)  # (B, T, 3)
-        ce = F.cross_entropy(logits.reshape(-1, 3), y.reshape(-1), reduction="none").view_as(y).mean(0)  # (T,)
-        loss = (weights.to(device) * ce).sum() / cfg.chain_steps
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(chain.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        acc = float((logits[:, -1].argmax(-1) == y[:, -1]).float().mean())
-    chain.eval()
-    return acc
+def _freeze_step(model: ChainModel) -> None:
+    model.step.requires_grad_(False)
+
+
+def _train_all(model: ChainModel) -> None:
+    model.requires_grad_(True)
 
 
 class TheiaChainExperiment(RecordExperiment):
@@ -331,17 +318,51 @@ class TheiaChainExperiment(RecordExperiment):
     def build_model(self, cfg: ChainRunConfig, task: KleeneTask) -> ChainModel:
         return ChainModel(super().build_model(cfg, task))
 
+    def tables(self) -> list:
+        """Final-step chain accuracy by length, over seeds."""
+        return [CHAIN_TABLE]
+
     def objective(self, cfg: ChainRunConfig, task: KleeneTask):
         return weighted_label_loss(cfg.chain.class_weights, head=lambda chain: chain.step, bf16=cfg.bf16)
 
     def evaluator(self, cfg: ChainRunConfig, task: KleeneTask):
         return lambda model: {"step_acc": self.test_accuracy(model.step, task)}
 
+    def stages(self, cfg: ChainRunConfig, task: KleeneTask) -> list[Stage]:
+        """Phase 2 (``transition``) and phase 3 (``end_to_end``), see :mod:`~tinyscope.studies.theia.phases`."""
+        c = cfg.chain
+        common = dict(weight_decay=0.01, grad_clip=1.0, log_every=10, checkpoint_every=c.checkpoint_every,
+                      select_metric=None, device=cfg.train.device, amp=False, threads=cfg.train.threads,
+                      logger=cfg.train.logger)
+        held_out = sample_chains(np.random.default_rng([cfg.task.data_seed, 2]), c.n_stage_eval_chains,
+                                 c.chain_steps, task.spec)
+        out = []
+        if c.p2_steps:
+            out.append(Stage(
+                "transition",
+                TrainConfig(steps=c.p2_steps, batch_size=c.p2_batch, lr=c.p2_lr, schedule="constant",
+                            eval_every=c.p2_eval_every, eval_at_start=False, stop_metric="transition_acc",
+                            stop_threshold=c.p2_stop_acc, stop_mode="max", **common),
+                objective=transition_loss, prepare=_freeze_step, seed=_stage_seed(cfg.seed, 2),
+                evaluate=lambda model: {"transition_acc": transition_table_accuracy(model)},
+                task=ChainData(task.spec, c.chain_steps)))
+        if c.p3_steps:
+            out.append(Stage(
+                "end_to_end",
+                TrainConfig(steps=c.p3_steps, batch_size=c.p3_batch, lr=c.p3_lr, schedule="cosine",
+                            eval_every=c.p3_eval_every, **common),
+                objective=end_to_end_loss(c.chain_steps), prepare=_train_all, seed=_stage_seed(cfg.seed, 3),
+                evaluate=lambda model: {
+                    "chain_acc": final_step_accuracy(model, held_out["records"], held_out["labels"]),
+                    "step_acc": self.test_accuracy(model.step, task),
+                    "transition_acc": transition_table_accuracy(model)},
+                task=ChainData(task.spec, c.chain_steps, gumbel=True, steps_per_epoch=c.p3_steps_per_epoch)))
+        return out
+
     def final_evaluation(self, cfg: ChainRunConfig, task: KleeneTask, model: ChainModel) -> dict:
-        out = {"step_acc_phase1": self.test_accuracy(model.step, task)}
-        out["transition_acc"] = train_transition(model, cfg.chain, task.spec, cfg.seed)
-        out["phase3_batch_acc"] = train_end_to_end(model, cfg.chain, task.spec, cfg.seed)
-        out["step_acc"] = self.test_accuracy(model.step, task)
+        """Measures the last stage's model (pure): step accuracy on the test records, the
+        transition's table accuracy, final-step accuracy on chains of each length."""
+        out = {"step_acc": self.test_accuracy(model.step, task), "transition_acc": transition_table_accuracy(model)}
         acc = chain_accuracy(model, tuple(cfg.chain.lengths), cfg.chain.n_eval_chains, seed=cfg.seed + 5000,
                              spec=task.spec, independent=cfg.chain.independent_lengths)
         return out | {f"chain_acc/{L}": v for L, v in acc.items()}
