@@ -8,6 +8,13 @@ Residual stream (per layer l, pre-LN when ``norm="pre"``, plain when ``norm="non
     x_post   = x_mid + FFN(LN(x_mid))                              blocks.l.hook_resid_post
     logits   = W_U LN_f(x_L) + b_U
 
+and ``blocks.l.hook_resid_post == blocks.l+1.hook_resid_pre``. A block may declare one more
+sublayer after its FFN, a causal sequence quantifier ``Q`` (the NC-FFN paper's self-forgetting
+quantifiers, attached by that study), which then sits inside the block, before its
+``hook_resid_post``::
+
+    x_post   = x_ffn + Q(LN(x_ffn))                                blocks.l.hook_quant_out, blocks.l.quant.hook_*
+
 Attention is scaled dot product, ``softmax(q k^T / sqrt(d_head))`` with a causal mask. Without
 an output projection (``attn_out_proj=False``, the minimal model of Mahajne & Moldwin, Sec. 2.2)
 the heads' outputs are concatenated straight into the residual, so ``n_heads * d_head == d_model``.
@@ -155,7 +162,16 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: TransformerConfig, layer: int):
+    """One residual layer: attention, an FFN (when ``d_mlp > 0``) and an optional quantifier.
+
+    ``x -> x_mid = x + Attn(LN_1 x) -> x_ffn = x_mid + FFN(LN_2 x_mid) -> x_post = x_ffn + Q(LN_q x_ffn)``;
+    the last step exists only when a quantifier ``Q`` (any causal ``(B, T, D) -> (B, T, D)``
+    module) is declared, by ``quant=`` or :meth:`add_quant`; without one the block does no extra
+    work and has no ``hook_quant_out``. ``LN_q`` is a LayerNorm under ``norm="pre"``, else the
+    identity.
+    """
+
+    def __init__(self, cfg: TransformerConfig, layer: int, quant: nn.Module | None = None):
         super().__init__()
         pre = cfg.norm == "pre"
         d_mlp = cfg.d_mlp[layer]
@@ -165,12 +181,31 @@ class Block(nn.Module):
         self.mlp = build_ffn(cfg.ffn_kind(layer), cfg.d_model, d_mlp, cfg.act, cfg.mlp_bias) if d_mlp else None
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint(), HookPoint()
         self.hook_attn_out, self.hook_mlp_out = HookPoint(), HookPoint()
+        self.pre_norm, self.d_model = pre, cfg.d_model
+        self.quant: nn.Module | None = None  # the declared slot; a plain attribute while empty
+        if quant is not None:
+            self.add_quant(quant)
+
+    def add_quant(self, quant: nn.Module) -> None:
+        """Declare ``quant`` as this block's quantifier sublayer, applied after the FFN.
+
+        Registers ``ln_quant`` then ``quant`` (parameter names ``blocks.l.ln_quant.*``,
+        ``blocks.l.quant.*``) and the hook point ``hook_quant_out``. A model that adds one after
+        construction calls its ``setup_hooks()`` again to name the new hook points.
+        """
+        if self.quant is not None:
+            raise ValueError("this block already has a quantifier sublayer")
+        self.ln_quant = nn.LayerNorm(self.d_model) if self.pre_norm else nn.Identity()
+        self.quant = quant
+        self.hook_quant_out = HookPoint()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.hook_resid_pre(x)  # (B, T, D)
         x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x))))  # (B, T, D)
         if self.mlp is not None:
             x = x + self.hook_mlp_out(self.mlp(self.ln2(x)))  # (B, T, D)
+        if self.quant is not None:
+            x = x + self.hook_quant_out(self.quant(self.ln_quant(x)))  # (B, T, D)
         return self.hook_resid_post(x)  # (B, T, D)
 
 

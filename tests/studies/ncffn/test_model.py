@@ -38,6 +38,32 @@ def test_equal_parameter_widths_and_forward():
     torch.testing.assert_close(plain(tokens), Transformer(cfg)(tokens))
 
 
+def test_quantifier_sits_inside_its_block_and_keeps_the_parameter_names():
+    cfg = gpt(vocab_size=50, n_ctx=16, d_model=32, d_head=8, d_mlp=[64, 64])
+    torch.manual_seed(0)
+    model = QuantifiedTransformer(cfg, QuantifierConfig(layers=[1], n_exist=4, n_prop=4)).eval()
+    tokens = torch.randint(0, 50, (2, 16))  # (B, T)
+    # the formula written out: x + Attn(LN x), + FFN(LN x), + Q(LN x), then the next layer
+    x = model.embed(tokens)  # (B, T, D)
+    for b in model.blocks:
+        x = x + b.attn(b.ln1(x))  # (B, T, D)
+        x = x + b.mlp(b.ln2(x))  # (B, T, D)
+        if b.quant is not None:
+            x = x + b.quant(b.ln_quant(x))  # (B, T, D)
+    logits, cache = model.run_with_cache(tokens)
+    torch.testing.assert_close(logits, model.W_U(model.ln_final(x)))
+    assert torch.equal(cache["blocks.0.hook_resid_post"], cache["blocks.1.hook_resid_pre"])
+    torch.testing.assert_close(cache["blocks.1.hook_resid_post"],
+                               cache["blocks.1.hook_resid_mid"] + cache["blocks.1.hook_mlp_out"]
+                               + cache["blocks.1.hook_quant_out"])
+    assert "blocks.0.hook_quant_out" not in cache
+    # checkpoints written before the quantifier moved into Block name its weights the same way
+    names = set(model.state_dict())
+    assert {"blocks.1.ln_quant.weight", "blocks.1.ln_quant.bias", "blocks.1.quant.W_m.weight",
+            "blocks.1.quant.W_o.bias", "blocks.1.quant.theta_gamma", "blocks.1.quant.theta_lam"} <= names
+    assert not any("quant" in n for n in names if n.startswith("blocks.0."))
+
+
 def test_smoke_run_and_legibility(tmp_path):
     res = run_experiment("ncffn-lm", "smoke", overrides=["model.ffn=nc", "quant.layers=0,1"], out=tmp_path / "r",
                          progress=False)

@@ -1,10 +1,12 @@
 """A GPT whose layers may carry a sequence-quantifier block after their FFN (NC-FFN paper).
 
-Layer l of :class:`QuantifiedTransformer` is the foundation's :class:`Block` followed, when l is
-in ``quant.layers``, by a residual quantifier block::
+:class:`QuantifiedTransformer` is the core :class:`Transformer` whose blocks in ``quant.layers``
+declare a :class:`QuantifierBlock` as their quantifier sublayer (:meth:`Block.add_quant`), so
+layer l computes, inside the block::
 
-    x = Block_l(x)                                  blocks.l.hook_resid_post
-    x = x + Q_l(LN(x))                              blocks.l.quant.hook_exist | hook_prop | hook_membership
+    x_ffn  = x_mid + FFN(LN(x_mid))                 blocks.l.hook_mlp_out
+    x_post = x_ffn + Q_l(LN(x_ffn))                 blocks.l.hook_quant_out, blocks.l.quant.hook_membership | hook_exist | hook_prop
+                                                    blocks.l.hook_resid_post == blocks.l+1.hook_resid_pre
 
 (``LN`` only when ``model.norm="pre"``). The FFN kind per layer comes from ``model.ffn``.
 :func:`equal_parameter_widths` shrinks the FFN widths of quantified layers so that the whole
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import copy
 
-import torch
 from torch import nn
 
 from tinyscope.errors import check
@@ -23,7 +24,12 @@ from tinyscope.studies.ncffn.quantifiers import QuantifierBlock, QuantifierConfi
 
 
 class QuantifiedTransformer(Transformer):
-    """Transformer + quantifier blocks; ``forward(tokens) -> (B, T, n_out)`` logits."""
+    """:class:`Transformer` with a quantifier sublayer in the blocks of ``quant.layers``.
+
+    The quantifiers are created after the whole transformer (its ``init="gpt2"`` included), so
+    they keep PyTorch's default initialisation and the other weights draw exactly what the
+    quantifier-free twin draws. ``forward(tokens) -> (B, T, n_out)`` logits is the Transformer's.
+    """
 
     def __init__(self, cfg: TransformerConfig, quant: QuantifierConfig | None = None):
         super().__init__(cfg)
@@ -31,24 +37,12 @@ class QuantifiedTransformer(Transformer):
         check(all(l < cfg.n_layers for l in quant.layers),
               f"quant.layers={quant.layers} names a layer beyond the model's {cfg.n_layers}")
         for l in quant.layers:
-            block = self.blocks[l]
-            block.ln_quant = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
-            block.quant = QuantifierBlock(cfg.d_model, quant.n_exist, quant.n_prop, quant.init_decay)
+            self.blocks[l].add_quant(QuantifierBlock(cfg.d_model, quant.n_exist, quant.n_prop, quant.init_decay))
         self.setup_hooks()
 
     def quantifier_blocks(self) -> dict[int, QuantifierBlock]:
+        """The quantifier sublayer of each quantified layer, by layer index."""
         return {l: self.blocks[l].quant for l in self.quant_cfg.layers}
-
-    def forward(self, tokens: torch.Tensor, check: bool = False) -> torch.Tensor:
-        if check:
-            self.check_tokens(tokens)
-        x = self.embed(tokens)  # (B, T, D)
-        for block in self.blocks:
-            x = block(x)  # (B, T, D)
-            quant = getattr(block, "quant", None)
-            if quant is not None:
-                x = x + quant(block.ln_quant(x))  # (B, T, D)
-        return self.W_U(self.ln_final(x))  # (B, T, n_out)
 
 
 def quantifier_parameters(d_model: int, quant: QuantifierConfig, norm: str) -> int:
@@ -79,5 +73,5 @@ def parameter_report(model: nn.Module) -> dict[str, int]:
     """Total, FFN and quantifier parameter counts of a (quantified) transformer."""
     ffn = sum(count_parameters(b.mlp) for b in model.blocks if b.mlp is not None)
     quant = sum(count_parameters(b.quant) + count_parameters(b.ln_quant)
-                for b in model.blocks if getattr(b, "quant", None) is not None)
+                for b in model.blocks if b.quant is not None)
     return {"total": count_parameters(model), "ffn": ffn, "quantifiers": quant}

@@ -11,7 +11,7 @@ with ``E_{-1} = P_{-1} = 0``. Unrolled, ``E_t = max_{s<=t} gamma^(t-s) M_s`` and
 ``lam = sigmoid(theta_lam)``, learned per unit and initialised sticky (``init_decay``, 0.99 by
 default: a half-life of ~69 tokens). A unit's half-life is ``ln 0.5 / ln gamma`` tokens.
 
-Two implementations that must agree (``tests/models/test_quantifiers*.py``):
+Two implementations that must agree (``tests/studies/ncffn/test_quantifiers.py``):
 
 * :func:`existential_loop` / :func:`proportion_loop`: the recurrences, a Python loop over time;
 * :func:`existential_scan` / :func:`proportion_scan`: O(T) with no loop over time. The existential
