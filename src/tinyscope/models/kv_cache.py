@@ -24,6 +24,9 @@ class KVCacheDecoder:
     """
 
     def __init__(self, model: nn.Module):
+        quantified = [i for i, b in enumerate(model.blocks) if b.quant is not None]
+        check(not quantified, f"KV-cached decoding does not carry a sequence quantifier's running state; "
+                              f"blocks {quantified} have one: decode with the full forward pass instead")
         self.model = model
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []

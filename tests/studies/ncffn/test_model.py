@@ -2,6 +2,7 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from tinyscope.models.transformer import Transformer, count_parameters
@@ -62,6 +63,17 @@ def test_quantifier_sits_inside_its_block_and_keeps_the_parameter_names():
     assert {"blocks.1.ln_quant.weight", "blocks.1.ln_quant.bias", "blocks.1.quant.W_m.weight",
             "blocks.1.quant.W_o.bias", "blocks.1.quant.theta_gamma", "blocks.1.quant.theta_lam"} <= names
     assert not any("quant" in n for n in names if n.startswith("blocks.0."))
+
+
+def test_kv_cached_decoding_refuses_a_quantified_model_in_one_line():
+    from tinyscope.errors import ConfigError
+    from tinyscope.models.kv_cache import KVCacheDecoder
+
+    cfg = gpt(vocab_size=50, n_ctx=16, d_model=32, d_head=8, d_mlp=[64, 64])
+    model = QuantifiedTransformer(cfg, QuantifierConfig(layers=[1], n_exist=4, n_prop=4))
+    with pytest.raises(ConfigError, match=r"blocks \[1\] have one"):
+        KVCacheDecoder(model)
+    KVCacheDecoder(QuantifiedTransformer(cfg))  # no quantifier: the plain decoder
 
 
 def test_smoke_run_and_legibility(tmp_path):
