@@ -8,15 +8,14 @@ from __future__ import annotations
 import io
 
 import matplotlib
+import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap, to_rgba
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-from matplotlib.artist import Artist  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.colors import ListedColormap, to_rgba  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.font_manager import FontProperties  # noqa: E402
+import tinyscope.interp.mpl  # noqa: F401  (the Agg backend, chosen once there)
 
 QUERY_COLOR, KEY_COLOR, VALUE_COLOR, MASKED_COLOR = "tab:blue", "tab:red", "tab:green", "0.75"
 CONSTRAINED_OK, CONSTRAINED_WRONG, UNCONSTRAINED = "#4caf50", "#e53935", "#d0d0d0"

@@ -9,12 +9,9 @@ import math
 from collections import defaultdict
 from typing import Sequence
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
+from tinyscope.interp.mpl import plt
 from tinyscope.report.records import split_length
 from tinyscope.report.stats import SettingSummary, Stat
 

@@ -17,7 +17,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import torch
 
 from tinyscope import interp
@@ -111,8 +110,7 @@ def _warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a module that fails here fails again, visibly, in the run
             pass
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     fig, ax = plt.subplots()  # fonts, PIL and the PNG writer
     ax.plot([0, 1], [0, 1], label="x")

@@ -24,6 +24,7 @@ import torch
 
 from tinyscope.errors import TinyscopeError
 from tinyscope.interp.projection import Plane, fit_plane
+from tinyscope.models.utils import device_of
 
 EMBED, POS_EMBED = "hook_embed", "hook_pos_embed"
 
@@ -66,10 +67,6 @@ def n_layers(model) -> int:
 
 def resid_mid_name(model) -> str:
     return f"blocks.{n_layers(model) - 1}.hook_resid_mid"
-
-
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
 
 
 def _weight(model, layer: int, name: str, head: int) -> np.ndarray | None:
@@ -131,7 +128,7 @@ def all_points(model, labels: list[str] | None = None, head: int = 0) -> Geometr
     layer = 0
     names = [EMBED, POS_EMBED] + [f"blocks.{layer}.attn.hook_{n}" for n in "qkv"]
     names = [n for n in names if n in model.hook_dict]
-    tokens = torch.arange(V, device=_device(model))[:, None].expand(V, T).contiguous()  # (V, T)
+    tokens = torch.arange(V, device=device_of(model))[:, None].expand(V, T).contiguous()  # (V, T)
     _, cache = model.run_with_cache(tokens, names_filter=names)
     tok = cache[EMBED][:, 0].float().cpu().numpy()  # (V, D)
     if POS_EMBED in cache:
@@ -164,7 +161,7 @@ def output_probs(model, z: np.ndarray, chunk: int = 65536) -> np.ndarray:
     name = resid_mid_name(model)
     z = np.asarray(z, dtype=np.float32)
     N, D = z.shape
-    device = _device(model)
+    device = device_of(model)
     out = []
     for start in range(0, N, chunk):
         part = torch.from_numpy(z[start:start + chunk]).to(device)  # (n, D)

@@ -124,10 +124,7 @@ def format_detectors(table: dict, decimals: int = 2) -> str:
 
 def plot_half_lives(model: torch.nn.Module):
     """Histogram of unit half-lives (log scale), one colour per quantifier kind; returns a Figure."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     rows = half_lives(model)
     fig, ax = plt.subplots(figsize=(5, 3))

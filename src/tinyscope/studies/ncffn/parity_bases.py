@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from tinyscope.errors import check
+from tinyscope.models.utils import count_parameters
 from tinyscope.studies.ncffn.bit_parity import all_bits, parity, signed
 from tinyscope.studies.ncffn.ffn_stack import PARITY_BASES, FeedForwardStack
 
@@ -146,7 +147,7 @@ def train_parity_batch(basis: str, n_bits: int, depth: int, widths: list[int], s
             if bool((solved_at > 0).all()):
                 break
     return [{"basis": basis, "n_bits": n_bits, "depth": depth, "width": w, "seed": s,
-             "params": sum(p.numel() for p in st.parameters()), "accuracy": float(best[e]),
+             "params": count_parameters(st), "accuracy": float(best[e]),
              "solved_at": int(solved_at[e])} for e, ((w, s), st) in enumerate(zip(specs, stacks))]
 
 
@@ -202,11 +203,9 @@ def format_table(table: list[dict]) -> str:
 
 def plot_parity(rows: list[dict]):
     """Best-seed accuracy against parameters (log scale), one panel per (N, depth), one line per basis."""
-    import matplotlib
     import matplotlib.ticker
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     ns, depths = sorted({r["n_bits"] for r in rows}), sorted({r["depth"] for r in rows})
     fig, axes = plt.subplots(len(depths), len(ns), figsize=(3.2 * len(ns), 2.6 * len(depths)),

@@ -131,11 +131,9 @@ def rollout_figure(panels: list[dict], T0: int | None = None):
     autoregressive rollout. Each panel dict has ``title``, ``truth`` (T, W), ``tf_p1`` (T, W),
     ``rollout`` (T, W) (states or, for a stochastic rollout, per-cell probabilities of state 1),
     and optionally its own ``T0`` (the red line; default ``T0``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    from tinyscope.interp.mpl import plt
 
     fig, axes = plt.subplots(len(panels), 3, figsize=(9, 3.2 * len(panels)), squeeze=False)
     for row, panel in zip(axes, panels):
