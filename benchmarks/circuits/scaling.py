@@ -26,7 +26,9 @@ import numpy as np
 import torch
 
 from tinyscope.studies.circuits.construction import construct
-from tinyscope.studies.circuits.task import P_DEEP, encode, evaluate, grammar, pad_batch, sample_expression
+from tinyscope.studies.circuits.enumeration import pad_batch, sample_expression
+from tinyscope.studies.circuits.grammar import encode, evaluate, grammar
+from tinyscope.studies.circuits.task import P_DEEP
 
 
 def expected_length(g, d: int, p: float) -> float:

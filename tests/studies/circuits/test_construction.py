@@ -5,17 +5,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinyscope.models.utils import count_parameters
 from tinyscope.studies.circuits.construction import bag_table, compare_weights, construct, routing_matrices
-from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer, count_parameters
-from tinyscope.studies.circuits.task import (
-    GRAMMARS,
-    encode,
-    evaluate,
-    grammar,
-    pad_batch,
-    reduce_once,
-    sample_expression,
-)
+from tinyscope.studies.circuits.enumeration import pad_batch, sample_expression
+from tinyscope.studies.circuits.grammar import GRAMMARS, encode, evaluate, grammar
+from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
+from tinyscope.studies.circuits.reduction import reduce_once
 
 NAMES = ["boolean", "arithmetic", "listops"]
 

@@ -3,12 +3,16 @@ import json
 
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 
+from tinyscope.report.records import load_records
+from tinyscope.report.tables import get_table
 from tinyscope.runs.registry import get
-from tinyscope.runs.rundir import run_experiment
+from tinyscope.runs.rundir import load_run, run_experiment
 from tinyscope.studies.circuits.experiment import circuit_bce, depth_table
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
-from tinyscope.studies.circuits.task import LogicTask, LogicTaskConfig, reduce_once
+from tinyscope.studies.circuits.reduction import reduce_once
+from tinyscope.studies.circuits.task import LogicTask, LogicTaskConfig
 from tinyscope.tasks.base import step_rng
 
 
@@ -57,6 +61,15 @@ def test_smoke_runs_write_results(tmp_path):
     assert "depth3_fits_context" in res["metrics"]
     saved = json.loads((tmp_path / "b" / "results.json").read_text())
     assert saved["metrics"]["depth3_acc"] == res["metrics"]["depth3_acc"]
+    # what the runs offer: the accuracy-by-depth view and the circuit-depth table (one row per run and depth)
+    run = load_run(tmp_path / "c")
+    assert [v.name for v in run.experiment.views(run)] == ["accuracy_by_depth"]
+    assert isinstance(run.experiment.views(run)[0].draw(), Figure)
+    table = get_table("circuit-depth")
+    assert run.experiment.tables() == [table]
+    rows = table.build(load_records(tmp_path)).rows
+    assert [(r[0], r[3]) for r in rows] == [("c", 3), ("c", 4), ("b", 3), ("b", 4)]  # by experiment, then seed
+    assert rows[0][4] == f"{m['depth3_acc']:.2f}" and rows[2][5] == "–"  # the baseline does not halt by itself
 
 
 def test_epochs_set_the_step_count():

@@ -3,16 +3,17 @@ import numpy as np
 import pytest
 import torch
 
+from tinyscope.models.utils import count_parameters
 from tinyscope.studies.circuits.construction import construct
+from tinyscope.studies.circuits.enumeration import pad_batch, sample_expression
+from tinyscope.studies.circuits.grammar import BOOLEAN, LISTOPS, encode, grammar, parse
 from tinyscope.studies.circuits.model import (
     CircuitConfig,
     CircuitTransformer,
     binarize,
-    count_parameters,
     gated_argmax,
     ternarize,
 )
-from tinyscope.studies.circuits.task import BOOLEAN, LISTOPS, encode, grammar, pad_batch, parse, sample_expression
 
 
 @pytest.mark.parametrize("name, expected", [("boolean", 280), ("arithmetic", 924), ("listops", 4416)])

@@ -7,27 +7,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from tinyscope.studies.circuits.task import (
+from tinyscope.studies.circuits.enumeration import balance, count_depth, enumerate_depth, sample_expression
+from tinyscope.studies.circuits.grammar import (
     ARITHMETIC,
     BOOLEAN,
     GRAMMARS,
     LISTOPS,
     ParseError,
-    balance,
-    count_depth,
     depth,
     encode,
-    enumerate_depth,
     evaluate,
     evaluate_tokens,
     parse,
-    reduce_all,
-    reduce_once,
-    sample_expression,
     to_symbols,
     to_text,
     tokenize,
 )
+from tinyscope.studies.circuits.reduction import reduce_all, reduce_once
 
 
 @pytest.mark.parametrize("text, value", [

@@ -29,9 +29,10 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from tinyscope.studies.circuits.enumeration import enumerate_depth
+from tinyscope.studies.circuits.grammar import Grammar, evaluate
+from tinyscope.studies.circuits.grammar import grammar as get_grammar
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
-from tinyscope.studies.circuits.task import Grammar
-from tinyscope.studies.circuits.task import grammar as get_grammar
 
 LOGIT = 6.0  # |logit| of binary weights: sigmoid(6) = 0.998, well clear of the 0.5 threshold
 GATE = 40.0  # ListOps: larger than any integer argument a gated-off unit could reach
@@ -53,8 +54,6 @@ def routing_matrices(g: Grammar) -> tuple[np.ndarray, np.ndarray]:
 
 def bag_table(g: Grammar) -> tuple[np.ndarray, np.ndarray]:
     """Every distinct depth-1 bag of tokens H (rows) and its result id: the MLP's lookup table."""
-    from tinyscope.studies.circuits.task import enumerate_depth, evaluate
-
     rows, labels, seen = [], [], set()
     for e in enumerate_depth(g, 1):
         h = np.zeros(g.D)
@@ -145,7 +144,7 @@ def fitted_mlp(grammar_name: str, d_hidden: int, act: str, seed: int = 0, margin
             p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * 0.3)
     opt = torch.optim.Adam([*lin_in.parameters(), *lin_out.parameters()], lr=0.1)
     onehot = torch.nn.functional.one_hot(Y, g.D).bool()
-    for it in range(max_iters):
+    for _ in range(max_iters):
         z = lin_in(X)
         z = lin_out(z * z if act == "quadratic" else torch.relu(z))  # (N+1, D)
         zc = z[:-1].gather(1, Y[:, None])  # (N, 1)

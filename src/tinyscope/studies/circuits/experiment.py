@@ -11,13 +11,13 @@ paper's first; :data:`PAPER_SEEDS` lists all ten.
 
 Evaluation: the answer of the full loop (halting by itself) at depths 3..30, 100 expressions per
 depth, with token counts and whether the loop halted after exactly d iterations.
+``tinyscope report DIR --table circuit-depth`` prints accuracy by depth for every run under DIR.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 import numpy as np
 import torch
@@ -25,7 +25,10 @@ import torch.nn.functional as F
 
 from tinyscope.errors import check
 from tinyscope.models.transformer import Transformer, TransformerConfig
-from tinyscope.runs.experiment import Citation, Experiment
+from tinyscope.models.utils import device_of
+from tinyscope.report.records import RunRecord
+from tinyscope.report.tables import FunctionTable, Table, register_table
+from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
 from tinyscope.studies.circuits.task import ExpressionSet, LogicTask, LogicTaskConfig
@@ -199,7 +202,7 @@ def baseline_answers(model: Transformer, data: ExpressionSet, n_literals: int, b
                      max_tokens: int = 60000) -> np.ndarray:
     """Loop the baseline ``depth`` times on its own argmax output; the answer is the literal with
     the largest logit anywhere in the final pass (max-pool readout). -1 when too long for n_ctx."""
-    device = next(model.parameters()).device
+    device = device_of(model)
     pred = np.full(len(data), -1, dtype=np.int64)
     fits = np.flatnonzero(data.lengths <= model.cfg.n_ctx)
     if len(fits) == 0:
@@ -265,7 +268,7 @@ class CircuitExperiment(Experiment):
                                   s.depths[:cfg.eval.quick_per_depth]) for d, s in quick.items()}
 
         def evaluate(model) -> dict:
-            device = next(model.parameters()).device
+            device = device_of(model)
             b = {k: v.to(device) for k, v in batch.items()}
             metrics = self.step_metrics(model, b)
             pred = self.answers(model, cfg, task, train)
@@ -310,8 +313,14 @@ class CircuitExperiment(Experiment):
         metrics |= {k: float(v) for k, v in cmp.items() if isinstance(v, (bool, float))}
         return metrics
 
-    def figures(self, run: Any) -> dict:
-        return {"accuracy_by_depth": accuracy_figure(run.results.get("metrics", {}), self.name)}
+    def views(self, run, options: ViewOptions | None = None) -> list[View]:
+        metrics = run.results.get("metrics", {})
+        return [View("accuracy_by_depth", "Accuracy by depth",
+                     "answer accuracy of the full loop against expression depth (training saw depths 1 and 2)",
+                     lambda: accuracy_figure(metrics, self.name))]
+
+    def tables(self) -> list:
+        return [DEPTH_TABLE]
 
 
 class CircuitBaselineExperiment(CircuitExperiment):
@@ -368,11 +377,32 @@ def depth_table(metrics: dict) -> str:
     return "\n".join(lines)
 
 
-def accuracy_figure(metrics: dict, title: str):
-    import matplotlib
+def depth_rows(runs: list[RunRecord]) -> Table:
+    """One row per (run, depth): answer accuracy, halting after exactly d iterations (the
+    circuit loop only) and the token counts of that depth's evaluation expressions."""
+    rows = []
+    for r in sorted(runs, key=lambda r: (r.experiment, r.seed, str(r.path))):
+        m = r.metrics
+        for d in sorted(int(k[5:-4]) for k in m if k.startswith("depth") and k.endswith("_acc")):
+            halt = m.get(f"depth{d}_halt_exact")
+            sd, mx = m.get(f"depth{d}_tokens_sd"), m.get(f"depth{d}_tokens_max")
+            rows.append([r.path.name, r.experiment, r.seed, d, f"{m[f'depth{d}_acc']:.2f}",
+                         "–" if halt is None else f"{halt:.2f}",
+                         f"{m[f'depth{d}_tokens_mean']:.1f}" + ("" if sd is None else f" ({sd:.1f})"),
+                         "–" if mx is None else f"{mx:.0f}"])
+    return Table(["Run", "Experiment", "Seed", "Depth", "Accuracy", "Halt = d", "Tokens mean (SD)", "Max"], rows)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+DEPTH_TABLE = register_table(FunctionTable(
+    name="circuit-depth", experiments=("circuit-*",), build_fn=depth_rows,
+    caption="Accuracy of the full loop by expression depth, with halting after exactly d iterations and the "
+            "evaluation expressions' token counts (mean (SD), max).",
+    description="circuit transformers (Ito et al.): accuracy by depth per run"))
+
+
+def accuracy_figure(metrics: dict, title: str):
+    """Answer accuracy against expression depth, from a run's final metrics."""
+    from tinyscope.interp.mpl import plt
 
     depths = sorted(int(k[5:-4]) for k in metrics if k.startswith("depth") and k.endswith("_acc"))
     fig, ax = plt.subplots(figsize=(5, 3))
@@ -387,20 +417,3 @@ for _g in ("boolean", "arithmetic", "listops"):
     register(CircuitExperiment(_g, CPU_EPOCHS[_g]))
     register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g]))
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m tinyscope.studies.circuits.experiment RUN_DIR``: print a run's accuracy-by-depth table."""
-    import json
-    import sys
-    from pathlib import Path
-
-    args = argv if argv is not None else sys.argv[1:]
-    for path in args:
-        res = json.loads((Path(path) / "results.json").read_text())
-        print(f"{path}  ({res['experiment']}, seed {res['seed']})")
-        print(depth_table(res["metrics"]))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -351,7 +351,3 @@ class CircuitTransformer(HookedModule):
         with self.hooks([(n, save) for n in self.hook_dict if match(n)]):
             out = self(*args, **kwargs)
         return out, ActivationCache({k: torch.stack(v) for k, v in store.items()})
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
