@@ -82,13 +82,13 @@ def main() -> None:
         token = torch.tensor([3])
         box = {"s": state}
 
-        def relay_step():
+        def relay_step(token=token, box=box):
             _, box["s"] = relay.step(token, box["s"])
 
         t_relay = per_token(relay_step, args.steps)
         kv = KVCacheDecoder(tf, n, n + args.steps + 2)
         kv_bytes = kv.nbytes()
-        t_tf = per_token(lambda: kv.step(token), args.steps)
+        t_tf = per_token(lambda kv=kv, token=token: kv.step(token), args.steps)
         rows.append((n, t_relay * 1e3, box["s"].nbytes() / 1024, t_tf * 1e3, kv_bytes / 1024, prefill_s))
         print(f"context {n:>7,}: TraceRelay {t_relay * 1e3:6.2f} ms/token, state {box['s'].nbytes() / 1024:8.1f} KiB "
               f"(prefill {prefill_s:.1f} s) | transformer {t_tf * 1e3:6.2f} ms/token, KV cache {kv_bytes / 1024:10.1f} KiB",

@@ -2,11 +2,13 @@
 Most-Freq decoding against a full re-forward (the paper tables: tests/studies/tracerelay/test_tables.py)."""
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 
+from tinyscope.report.tables import get_table
 from tinyscope.runs import registry
-from tinyscope.runs.rundir import run_experiment
-from tinyscope.studies.tracerelay.experiment import final_position_loss, greedy_most_freq
+from tinyscope.runs.rundir import load_run, run_experiment
 from tinyscope.studies.tracerelay.model import TraceRelay, TraceRelayConfig
+from tinyscope.studies.tracerelay.scoring import final_position_loss, greedy_most_freq
 from tinyscope.studies.tracerelay.task import MostFreq, MostFreqConfig
 
 NAMES = ["tracerelay-equal-repeats", "tracerelay-equal-repeats-no-inheritance", "tracerelay-dyck",
@@ -30,6 +32,20 @@ def test_smoke_run_is_deterministic_from_the_seed(tmp_path):
     b = run_experiment(name, "smoke", out=tmp_path / "b", progress=False, overrides=["train.steps=3"])
     assert a["metrics"] == b["metrics"] and a["eval_fingerprint"] == b["eval_fingerprint"]
     assert "acc@32" in a["metrics"] and a["metrics"]["class0_n"] + a["metrics"]["class1_n"] > 0
+
+
+def test_runs_offer_their_views_and_the_tables_of_their_task(tmp_path):
+    run_experiment("tracerelay-equal-repeats", "smoke", out=tmp_path / "e", progress=False, report="none",
+                   overrides=["train.steps=3"])
+    run = load_run(tmp_path / "e")
+    views = run.experiment.views(run)
+    assert [v.name for v in views] == ["validation_history", "accuracy_by_length"]
+    assert all(isinstance(v.draw(), Figure) for v in views)
+    tables = {name: [t.name for t in registry.get(name).tables()] for name in NAMES}
+    assert tables["tracerelay-equal-repeats"] == ["tracerelay-table1", "tracerelay-table5"]
+    assert tables["tracerelay-dyck"] == ["tracerelay-table1", "tracerelay-table3", "tracerelay-table5"]
+    assert tables["tracerelay-most-freq"] == ["tracerelay-table1", "tracerelay-table4", "tracerelay-table5"]
+    assert registry.get("tracerelay-dyck").tables()[1] is get_table("tracerelay-table3")
 
 
 def test_most_freq_smoke_run_reports_diagnostics_and_baselines(tmp_path):

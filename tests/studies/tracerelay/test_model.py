@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from tinyscope.errors import ConfigError
-from tinyscope.studies.tracerelay.model import TraceRelay, TraceRelayConfig, count_parameters
+from tinyscope.models.utils import count_parameters
+from tinyscope.studies.tracerelay.model import TraceRelay, TraceRelayConfig
 from tinyscope.studies.tracerelay.ops.phase_scan import wrap
 
 

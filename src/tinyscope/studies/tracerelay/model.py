@@ -353,7 +353,3 @@ class TraceRelay(HookedModule):
             layers.append(s)
         logits = self.head(self.norm_final(h))  # (B, n_out)
         return logits, RelayState(layers, logits, state.position + 1)
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -304,8 +304,7 @@ class MostFreq:
 
     def batch(self, src: np.ndarray, rank: np.ndarray) -> Batch:
         """Teacher-forced sequences: source, SEP, ranking; targets ranking + EOS from SEP on."""
-        n, T = src.shape
-        V = rank.shape[1]
+        n, T = src.shape  # rank: (n, V)
         tokens = np.concatenate([src, np.full((n, 1), self.SEP), rank], 1)  # (n, T + 1 + V)
         targets = np.zeros_like(tokens)
         targets[:, T:] = np.concatenate([rank, np.full((n, 1), self.EOS_OUT)], 1)
