@@ -160,7 +160,3 @@ def apply_overrides(cfg: Any, assignments: list[str] | None) -> Any:
         key, text = _split(assignment)
         _set_in(data, cfg, key.split("."), text, key)
     return from_dict(type(cfg), data)
-
-
-def apply_override(cfg: Any, assignment: str) -> Any:
-    return apply_overrides(cfg, [assignment])

@@ -15,7 +15,6 @@ and runs that failed are tried again.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -172,8 +171,3 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
 
 def _rel(job: dict) -> str:
     return RunSpec.from_dict(job["spec"]).rel_path
-
-
-def load_sweep(out: str | Path) -> dict:
-    p = Path(out) / "sweep.json"
-    return json.loads(p.read_text()) if p.exists() else {}

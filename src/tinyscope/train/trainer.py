@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from tinyscope.errors import check, check_choice
-from tinyscope.tasks.base import Batch, step_rng
+from tinyscope.tasks.base import step_rng
 from tinyscope.train import checkpoint as ckpt
 from tinyscope.train.distributed import DistInfo, setup
 from tinyscope.train.loggers import curve_logger
@@ -130,8 +129,7 @@ class Trainer:
 
     def __init__(self, model: torch.nn.Module, task: Any, cfg: TrainConfig, *, seed: int,
                  run_dir: str | Path | None = None, objective: Objective | None = None,
-                 evaluate: Evaluator | None = None, progress: bool = True,
-                 sample: Callable[[np.random.Generator, int], Batch] | None = None):
+                 evaluate: Evaluator | None = None, progress: bool = True):
         self.cfg, self.seed = cfg, int(seed)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -143,7 +141,7 @@ class Trainer:
               f"train.batch_size={cfg.batch_size} must be divisible by the {self.dist.world} processes")
         self.model = model.to(self.device)
         self.task = task
-        self.sample = sample or task.sample
+        self.sample = task.sample
         self.objective = objective or masked_next_token_loss
         self.evaluate_fn = evaluate
         self.run_dir = Path(run_dir) if run_dir is not None else None
