@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from tinyscope.errors import ConfigError, check, check_choice
+from tinyscope.models.utils import count_parameters
 from tinyscope.runs.experiment import View, ViewOptions, Experiment
 from tinyscope.runs.registry import register
 from tinyscope.studies.spatial_induction.experiment import CITATION, SETTINGS, SihEvalConfig, task_config
@@ -152,7 +153,7 @@ def write_compiled_run(setting: str, regime: str, out, overrides: list[str] | No
     results = {"experiment": exp.name, "preset": "paper", "seed": cfg.seed, "steps": 0, "selected_step": 0,
                "construction": circuit.describe(), "metrics": exp.final_evaluation(cfg, task, model),
                "eval_fingerprint": exp.eval_fingerprint(cfg, task),
-               "n_parameters": sum(p.numel() for p in model.parameters())}
+               "n_parameters": count_parameters(model)}
     results["grid_independence"] = grid_independence(setting, cfg)
     if task.stochastic:
         from tinyscope.studies.spatial_induction.constructions.dedicated_heads import construction_one
