@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from tinyscope.models.ffn import build_ffn
-from tinyscope.models.transformer import count_parameters
+from tinyscope.models.utils import count_parameters
 from tinyscope.studies.ncffn.experiment import gpt
 from tinyscope.studies.ncffn.model import QuantifiedTransformer
 from tinyscope.studies.ncffn.quantifiers import (

@@ -269,7 +269,3 @@ class Transformer(HookedModule):
     def use_fast_attention(self, on: bool = True) -> None:
         for block in self.blocks:
             block.attn.use_fast = on
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -4,7 +4,8 @@ import torch
 
 from tinyscope.errors import ConfigError
 from tinyscope.models.ffn import FFN_KINDS, MLP, NCFFN, GatedFFN, build_ffn, matched_width
-from tinyscope.models.transformer import Transformer, TransformerConfig, count_parameters
+from tinyscope.models.transformer import Transformer, TransformerConfig
+from tinyscope.models.utils import count_parameters
 
 
 @pytest.mark.parametrize("d_model,d_hidden,bias", [(128, 512, True), (16, 64, False), (7, 10, True)])

@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from tinyscope.errors import ConfigError
-from tinyscope.models.transformer import Transformer, TransformerConfig, count_parameters
+from tinyscope.models.transformer import Transformer, TransformerConfig
+from tinyscope.models.utils import count_parameters
 from tinyscope.studies.minimal.experiment import minimal_model
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from tinyscope.models.transformer import Transformer, count_parameters
+from tinyscope.models.transformer import Transformer
+from tinyscope.models.utils import count_parameters
 from tinyscope.runs.rundir import load_run, run_experiment
 from tinyscope.studies.ncffn.experiment import NCLMExperiment, gpt
 from tinyscope.studies.ncffn.legibility import (

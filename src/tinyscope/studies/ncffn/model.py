@@ -19,7 +19,8 @@ import copy
 from torch import nn
 
 from tinyscope.errors import check
-from tinyscope.models.transformer import Transformer, TransformerConfig, count_parameters
+from tinyscope.models.transformer import Transformer, TransformerConfig
+from tinyscope.models.utils import count_parameters
 from tinyscope.studies.ncffn.quantifiers import QuantifierBlock, QuantifierConfig
 
 
