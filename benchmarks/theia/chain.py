@@ -12,7 +12,8 @@ Train the runs first (each is a few minutes on one core with the ``cpu`` preset)
 The numbers come from each run's ``results.json`` (written by its final evaluation); nothing is
 retrained here. Beside each measured row, the accuracy an exact transition would give if the step
 model erred independently at its single-record error rate (``chain_accuracy_from_step``). The
-table is printed last.
+table is printed last. Target (THEIA Sec. 4.4): the THEIA step model at 99.97 ± 0.02% on chains of
+500 steps, the flat MLP at chance (33%) by 50 steps.
 """
 from __future__ import annotations
 
