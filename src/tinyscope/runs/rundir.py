@@ -5,8 +5,15 @@ A run directory holds::
     config.json      experiment, preset, the full resolved config, versions
     metrics.jsonl    one JSON record per training log and per evaluation
     checkpoints/     step_*.safetensors, best.safetensors, resume.safetensors
+    stages/<name>/   one per training stage after the main phase (``Experiment.stages``), in
+                     order: train.json (its TrainConfig), metrics.jsonl, checkpoints/ as above
     results.json     the selected checkpoint's final evaluation, fingerprint, wall time
     figures/         figures written by `tinyscope viz` and the report
+
+The model a run selects is the main phase's selected checkpoint (best.safetensors, else the
+last), or, when the experiment declares stages, the last stage's: each stage starts from the
+previous phase's selected model, and the final evaluation measures the last one, which is what
+:func:`load_run` returns.
 """
 from __future__ import annotations
 
@@ -23,18 +30,20 @@ import torch
 from tinyscope import __version__
 from tinyscope.config import from_dict, to_dict
 from tinyscope.errors import CheckpointError, ConfigError
+from tinyscope.runs import registry
+from tinyscope.runs.experiment import Experiment, Stage
 from tinyscope.train import checkpoint as ckpt
 from tinyscope.train.distributed import dist_info, teardown
-from tinyscope.train.trainer import Trainer
-from tinyscope.runs import registry
-from tinyscope.runs.experiment import Experiment
+from tinyscope.train.trainer import Trainer, TrainResult
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Run:
-    """A loaded run: its experiment, config, task and model (weights of the chosen checkpoint)."""
+    """A loaded run: its experiment, config, task and model (weights of the chosen checkpoint).
+
+    step: the step of the loaded checkpoint, within ``stage`` (None: the main phase)."""
 
     path: Path
     experiment: Experiment
@@ -43,6 +52,7 @@ class Run:
     task: Any
     model: torch.nn.Module
     step: int | None = None
+    stage: str | None = None
 
     @property
     def results(self) -> dict:
@@ -113,16 +123,82 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     if resume:
         trainer.resume()
     result = trainer.fit()
+    stages = _run_stages(out, exp, cfg, task, model, trainer, resume=resume, progress=progress)
     if trainer.dist.world > 1:
         teardown()
     if not trainer.dist.is_main:
         return {}
-    results = finalize(out, exp, preset, cfg, task, model, result)
+    results = finalize(out, exp, preset, cfg, task, model, result, stages)
     if report != "none":
         step = results["selected_step"] if results.get("selected_step") is not None else results["steps"]
         _write_report(Run(out, exp, preset, cfg, task, model, step),
                       full=report == "full" or (report == "auto" and preset != "smoke"))
     return results
+
+
+def _run_stages(out: Path, exp: Experiment, cfg: Any, task: Any, model: torch.nn.Module, main: Trainer, *,
+                resume: bool, progress: bool) -> list[tuple[Stage, TrainResult]]:
+    """Train the experiment's stages in order, each with its own Trainer in RUN/stages/<name>/,
+    each from the previous phase's selected model (loaded into ``model``); with ``resume`` a
+    stage continues from its resume checkpoint (a finished one does nothing). Leaves the last
+    stage's selected model in ``model``."""
+    stages = exp.stages(cfg, task)
+    done: list[tuple[Stage, TrainResult]] = []
+    if not stages:
+        return done
+    _barrier(main)  # the other ranks read the checkpoints rank 0 wrote
+    _load_selected(out, model)
+    for stage in stages:
+        stage_dir = out / "stages" / stage.name
+        if main.dist.is_main:
+            stage_dir.mkdir(parents=True, exist_ok=True)
+            ckpt.atomic_write_json(stage_dir / "train.json", to_dict(stage.train))
+        if stage.prepare is not None:
+            stage.prepare(model)
+        trainer = Trainer(model, task if stage.task is None else stage.task, stage.train,
+                          seed=cfg.seed if stage.seed is None else stage.seed, run_dir=stage_dir,
+                          objective=exp.objective(cfg, task) if stage.objective is None else stage.objective,
+                          evaluate=exp.evaluator(cfg, task) if stage.evaluate is None else stage.evaluate,
+                          progress=progress)
+        if resume:
+            trainer.resume()
+        done.append((stage, trainer.fit()))
+        _barrier(trainer)
+        _load_selected(stage_dir, model)
+    return done
+
+
+def _barrier(trainer: Trainer) -> None:
+    if trainer.dist.world > 1:
+        torch.distributed.barrier()
+
+
+def _load_resume_weights(path: Path, model: torch.nn.Module) -> int:
+    """Load the model weights of a resume checkpoint; returns its step."""
+    tensors, meta = ckpt.load_tensors(path)
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    return meta["trainer"]["step"]
+
+
+def _load_selected(phase_dir: Path, model: torch.nn.Module) -> int | None:
+    """Load the selected weights of the phase that wrote ``phase_dir`` (the run directory or a
+    stage's): best.safetensors, else the last state; returns the step (None: no checkpoint)."""
+    cdir = phase_dir / "checkpoints"
+    if (cdir / "best.safetensors").exists():
+        return ckpt.load_model(cdir / "best.safetensors", model).get("step")
+    if (cdir / "resume.safetensors").exists():
+        return _load_resume_weights(cdir / "resume.safetensors", model)
+    return None
+
+
+def _final_phase(path: Path, exp: Experiment, cfg: Any, task: Any) -> tuple[Path, str | None]:
+    """The directory and stage name of the last phase of a run that holds a checkpoint (a run
+    killed before its stages ends at an earlier phase); the main phase is ``(path, None)``."""
+    for stage in reversed(exp.stages(cfg, task)):
+        stage_dir = path / "stages" / stage.name
+        if (stage_dir / "checkpoints" / "resume.safetensors").exists():
+            return stage_dir, stage.name
+    return path, None
 
 
 def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool) -> None:
@@ -151,51 +227,61 @@ def _write_report(run: "Run", full: bool) -> None:
                     type(exc).__name__, exc, out)
 
 
-def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model: torch.nn.Module, result) -> dict:
-    best = out / "checkpoints" / "best.safetensors"
-    if best.exists():
-        ckpt.load_model(best, model)
+def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model: torch.nn.Module, result,
+             stages: list[tuple[Stage, TrainResult]] = ()) -> dict:
+    """Measure the run's selected model (the last stage's when there are stages) and write
+    results.json: ``steps``, ``stopped`` and ``selected_step`` are the main phase's,
+    ``wall_time`` the training time of every phase, and a run with stages lists each phase
+    (the main one first) under ``phases``."""
+    _load_selected(out / "stages" / stages[-1][0].name if stages else out, model)
     t0 = time.perf_counter()
     model.eval()
     metrics = exp.final_evaluation(cfg, task, model)
     results = {
         "experiment": exp.name, "preset": preset, "seed": cfg.seed,
-        "steps": result.steps, "wall_time": round(result.wall_time, 3), "stopped": result.stopped,
-        "selected_step": result.best_step, "metrics": metrics,
+        "steps": result.steps, "wall_time": round(result.wall_time + sum(r.wall_time for _, r in stages), 3),
+        "stopped": result.stopped, "selected_step": result.best_step, "metrics": metrics,
         "eval_fingerprint": exp.eval_fingerprint(cfg, task),
         "eval_time": round(time.perf_counter() - t0, 3),
         "n_parameters": sum(p.numel() for p in model.parameters()),
     }
+    if stages:
+        results["phases"] = [_phase_record(name, r) for name, r in [("main", result)] + [(s.name, r) for s, r in stages]]
     ckpt.atomic_write_json(out / "results.json", results)
     return results
 
 
+def _phase_record(name: str, result: TrainResult) -> dict:
+    return {"name": name, "steps": result.steps, "wall_time": round(result.wall_time, 3), "stopped": result.stopped,
+            "selected_step": result.best_step, "selected_metrics": result.best_metrics}
+
+
 def load_run(path: str | Path, which: str | int = "best") -> Run:
-    """Load a run directory with the weights of ``which``: "best", "last", or a step number."""
+    """Load a run directory with the weights of ``which``: "best" (the selected model: the last
+    stage's when the experiment has stages, the model results.json measured), "last" (the last
+    phase's last step), or a step number of the main phase."""
     path = Path(path)
     exp, preset, cfg = read_config(path)
     task, model = build(exp, cfg)
-    cdir = path / "checkpoints"
-    step = None
-    if which == "best" and (cdir / "best.safetensors").exists():
-        meta = ckpt.load_model(cdir / "best.safetensors", model)
-        step = meta.get("step")
-    elif which in ("best", "last"):
-        target = cdir / "resume.safetensors"
-        if not target.exists():
+    step, stage = None, None
+    if which in ("best", "last"):
+        phase_dir, stage = _final_phase(path, exp, cfg, task)
+        resume = phase_dir / "checkpoints" / "resume.safetensors"
+        if which == "best":
+            step = _load_selected(phase_dir, model)
+        elif resume.exists():
+            step = _load_resume_weights(resume, model)
+        if step is None and not resume.exists():
             raise CheckpointError(f"{path} has no checkpoint yet")
-        tensors, meta = ckpt.load_tensors(target)
-        model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-        step = meta["trainer"]["step"]
     else:
         step = int(which)
-        ckpt.load_model(cdir / f"step_{step:06d}.safetensors", model)
+        ckpt.load_model(path / "checkpoints" / f"step_{step:06d}.safetensors", model)
     model.eval()
-    return Run(path, exp, preset, cfg, task, model, step)
+    return Run(path, exp, preset, cfg, task, model, step, stage)
 
 
 def evaluate_run(path: str | Path, which: str | int = "best") -> dict:
     run = load_run(path, which)
     metrics = run.experiment.final_evaluation(run.cfg, run.task, run.model)
-    return {"experiment": run.experiment.name, "step": run.step, "metrics": metrics,
+    return {"experiment": run.experiment.name, "stage": run.stage, "step": run.step, "metrics": metrics,
             "eval_fingerprint": run.experiment.eval_fingerprint(run.cfg, run.task)}

@@ -10,7 +10,8 @@ One record (seed003-details Sec. 1.1) is a fixed set of fields, flattened into 3
 
     [a, b, arith, d, rel, S_0 .. S_20, logic, a_unk, b_unk, d_unk, s_unk]
 
-and its label is the chain  c = arith(a, b);  val_ord = rel(c, d);  val_set = [c in S];
+(the column constants ``COL_*`` and :func:`split_record` define this layout once; the models
+import them), and its label is the chain  c = arith(a, b);  val_ord = rel(c, d);  val_set = [c in S];
 label = logic(val_ord, val_set), where Unknown propagates as a Boolean OR of the flags
 (c is U if a or b is; val_ord is U if c or d is; val_set is U if c or S is).
 
@@ -42,9 +43,11 @@ DEGREE = np.array([0.0, 1.0, 0.5])          # truth degree of each code
 N_FIELDS = 31                              # flat record width
 SET_SIZE = 21
 COL_A, COL_B, COL_ARITH, COL_D, COL_REL = 0, 1, 2, 3, 4
-COL_SET = slice(5, 5 + SET_SIZE)
+COL_SET_START = 5                          # S_i sits at column COL_SET_START + i
+COL_SET = slice(COL_SET_START, COL_SET_START + SET_SIZE)
 COL_LOGIC = 26
-COL_FLAGS = slice(27, 31)                  # a_unk, b_unk, d_unk, s_unk
+COL_A_UNK, COL_B_UNK, COL_D_UNK, COL_S_UNK = 27, 28, 29, 30
+COL_FLAGS = slice(COL_A_UNK, COL_S_UNK + 1)  # a_unk, b_unk, d_unk, s_unk
 FLAG_NAMES = ("a_unk", "b_unk", "d_unk", "s_unk")
 
 ARITH_OPS = ("ADD", "SUB", "MUL", "MOD")   # chain data: ADD, SUB (signed), MUL, DIV (floor)
@@ -146,11 +149,30 @@ def arithmetic(a: np.ndarray, b: np.ndarray, arith: np.ndarray, kind: str) -> np
     return np.select([arith == 0, arith == 1, arith == 2], [a + b, a - b, a * b], a // np.where(b == 0, 1, b))
 
 
+def split_record(x, number_scale: float = 1.0) -> dict:
+    """The fields of flat records ``x`` (N, 31), a numpy array or a torch tensor (the same kind
+    comes back; this module imports no torch): the numbers ``a``, ``b``, ``d`` (N,) as float32
+    times ``number_scale``; ``arith``, ``rel`` and the logic operator ``op`` (N,) as int64; the
+    set ``S`` (N, 21) as float32 bits; the flags ``a_unk``, ``b_unk``, ``d_unk``, ``s_unk`` (N,)
+    as bool. The one reader of the record layout that the models share."""
+    if isinstance(x, np.ndarray):
+        x = x.astype(np.int64)
+        as_float, as_bool = (lambda v: v.astype(np.float32)), (lambda v: v.astype(bool))
+    else:  # a torch tensor
+        x = x.long()
+        as_float, as_bool = (lambda v: v.float()), (lambda v: v.bool())
+    return {"a": as_float(x[:, COL_A]) * number_scale, "b": as_float(x[:, COL_B]) * number_scale,
+            "arith": x[:, COL_ARITH], "d": as_float(x[:, COL_D]) * number_scale, "rel": x[:, COL_REL],
+            "S": as_float(x[:, COL_SET]), "op": x[:, COL_LOGIC],
+            "a_unk": as_bool(x[:, COL_A_UNK]), "b_unk": as_bool(x[:, COL_B_UNK]),
+            "d_unk": as_bool(x[:, COL_D_UNK]), "s_unk": as_bool(x[:, COL_S_UNK])}
+
+
 def evaluate_records(x: np.ndarray, spec: RecordSpec = FOUR_DOMAIN) -> dict[str, np.ndarray]:
     """The domain values of flat records ``x`` (N, 31): c, the three verdicts and the label."""
     a, b, arith, d, rel = (x[:, k] for k in (COL_A, COL_B, COL_ARITH, COL_D, COL_REL))
     S, op = x[:, COL_SET], x[:, COL_LOGIC]
-    a_unk, b_unk, d_unk, s_unk = (x[:, 27 + k].astype(bool) for k in range(4))
+    a_unk, b_unk, d_unk, s_unk = (x[:, col].astype(bool) for col in (COL_A_UNK, COL_B_UNK, COL_D_UNK, COL_S_UNK))
     c = arithmetic(a, b, arith, spec.arith)
     c_unk = a_unk | b_unk
     holds = np.zeros(len(x), dtype=bool)
@@ -229,10 +251,10 @@ def force_rule(rng: np.random.Generator, n: int, rule: Rule, spec: RecordSpec = 
     check(spec.arith == "clamped", "the harness forces operands on the 4-domain records (arith='clamped')")
     x = sample_records(rng, n, spec)
     x[:, COL_LOGIC] = spec.ops.index(rule.op)
-    x[:, 27] = x[:, 28] = 0
+    x[:, COL_A_UNK] = x[:, COL_B_UNK] = 0
     c = arithmetic(x[:, COL_A], x[:, COL_B], x[:, COL_ARITH], spec.arith)
     rel_of = {name: i for i, name in enumerate(spec.relations)}
-    x[:, 29] = rule.va == U_
+    x[:, COL_D_UNK] = rule.va == U_
     if rule.va == T_:
         x[:, COL_REL], x[:, COL_D] = rel_of["GTE"], np.maximum(0, c - 1)
     elif rule.va == F_ and false_via == "LT":
@@ -240,9 +262,9 @@ def force_rule(rng: np.random.Generator, n: int, rule: Rule, spec: RecordSpec = 
     elif rule.va == F_:
         x[:, COL_REL], x[:, COL_D] = rel_of["GT"], np.minimum(c + 1, 20)
     if rule.op != "NOT":
-        x[:, 30] = rule.vb == U_
+        x[:, COL_S_UNK] = rule.vb == U_
         if rule.vb != U_:
-            x[np.arange(n), 5 + c] = int(rule.vb == T_)
+            x[np.arange(n), COL_SET_START + c] = int(rule.vb == T_)
     return x
 
 
