@@ -99,7 +99,7 @@ def quantifier_speedup(repeats: int, B: int = 4, T: int = 4096, d_model: int = 1
     for label, fn in (("quantifiers alone", scans), ("whole block", block)):
         r = []
         for _ in range(repeats):
-            r.append(_step_time(lambda: fn(True), 1) / _step_time(lambda: fn(False), 3))
+            r.append(_step_time(lambda fn=fn: fn(True), 1) / _step_time(lambda fn=fn: fn(False), 3))
         out[label] = statistics.median(r)
     q.use_scan = True
     return out

@@ -37,10 +37,10 @@ def parse_checkpoint(value: str) -> str | int:
 def cmd_analyze(args) -> int:
     from pathlib import Path
 
-    import matplotlib.pyplot as plt
     import torch
 
     from tinyscope.errors import TinyscopeError
+    from tinyscope.interp.mpl import plt
     from tinyscope.interp.plotting import figure_png
     from tinyscope.report.run_report import write_run_report
     from tinyscope.runs.experiment import AnalysisOptions

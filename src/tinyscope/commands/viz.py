@@ -65,7 +65,7 @@ def cmd_viz(args) -> int:
     views = select(views, args.only, run.experiment.name)
     out = Path(args.run) / "figures" / (f"step_{run.step:06d}" if args.checkpoint is not None else "")
     out.mkdir(parents=True, exist_ok=True)
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     drawn = {}
     for view in views:

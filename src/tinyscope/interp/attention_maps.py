@@ -9,7 +9,7 @@ import numpy as np
 def stream_attention_figure(pattern_row: np.ndarray, tokens: np.ndarray, query: int, title: str = "",
                             vocab: list[str] | None = None):
     """Bar chart of one attention row (T,) over the token stream, the query position marked."""
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     T = query + 1
     fig, ax = plt.subplots(figsize=(max(6, 0.12 * T), 2.6))
@@ -39,8 +39,9 @@ def grid_attention_figure(pattern_row: np.ndarray, layout, query: int, title: st
     """Heat map of one attention row on the grid; the query cell (when the query token is a cell)
     is boxed in red and the target cell in green. 1D grids: one (t, z) image; 2D grids: one panel per
     step for the last ``steps`` visible steps (default 3)."""
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
+
+    from tinyscope.interp.mpl import plt
 
     vals = grid_attention(pattern_row, layout, query)
     t_q, z_q, q_is_cell = layout.unrho(np.array(query))

@@ -24,7 +24,7 @@ def embed_2d(X: np.ndarray, perplexity: float = 30.0, seed: int = 42, max_iter: 
 def tsne_figure(points: dict[str, np.ndarray], configs: np.ndarray, outputs: np.ndarray, n_configs: int,
                 output_label: str = "output", seed: int = 0):
     """2 x S panels: ``points[stage]`` (n, 2) coloured by ``configs`` (top) and ``outputs`` (bottom)."""
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     stages = list(points)
     fig, axes = plt.subplots(2, len(stages), figsize=(3.2 * len(stages), 6.4), squeeze=False)

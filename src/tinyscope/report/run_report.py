@@ -156,6 +156,7 @@ def write_run_report(run: "Run", full: bool = True, dpi: int = 90,
     `tinyscope analyze` when RUN/analysis holds them. full=False is the quick page of a smoke run;
     drawn: views already rendered (``tinyscope viz``), used instead of drawing them again.
     """
+    from tinyscope.models.utils import count_parameters
     from tinyscope.report.learning_curve import learning_curve_figure
 
     run_dir = Path(run.path)
@@ -169,7 +170,7 @@ def write_run_report(run: "Run", full: bool = True, dpi: int = 90,
                ("preset", run.preset), ("seed", run.cfg.seed),
                ("steps", results.get("steps", "-")), ("selected step", results.get("selected_step", run.step)),
                ("stopped", results.get("stopped", "-")), ("wall time (s)", results.get("wall_time", "-")),
-               ("parameters", results.get("n_parameters", sum(p.numel() for p in run.model.parameters()))),
+               ("parameters", results.get("n_parameters", count_parameters(run.model))),
                ("evaluation fingerprint", results.get("eval_fingerprint", "-")),
                ("figures drawn from step", run.step), ("versions", f"tinyscope {record.get('tinyscope_version')}, "
                                                                    f"torch {record.get('torch_version')}")]

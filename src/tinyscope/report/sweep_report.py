@@ -91,7 +91,7 @@ def pairs_table(records: Sequence[RunRecord], key: str, order: Sequence[str] | N
         for k, v in others:
             seen[k].add(v)
     shared = {k for k, vals in seen.items() if len(vals) == 1 and all(k in dict(o) for _, _, o in families)}
-    for (exp, preset, others), by_value in families.items():
+    for (exp, _preset, others), by_value in families.items():
         if len(by_value) < 2:
             continue
         others = tuple((k, v) for k, v in others if k not in shared)  # show what tells families apart
@@ -189,7 +189,7 @@ def build_report(folder: str | Path, table: str | None = None, pair: str | None 
                 p = out / "figures" / f"{exp}-{family.replace('/', '_')}.png"
                 fig.savefig(p, dpi=120)
                 files.append(p)
-            import matplotlib.pyplot as plt
+            from tinyscope.interp.mpl import plt
 
             plt.close(fig)
     n_failed = sum(1 for r in everything if r.status == "failed")

@@ -30,6 +30,7 @@ import torch
 from tinyscope import __version__
 from tinyscope.config import from_dict, to_dict
 from tinyscope.errors import CheckpointError, ConfigError
+from tinyscope.models.utils import count_parameters
 from tinyscope.runs import registry
 from tinyscope.runs.experiment import Experiment, Stage
 from tinyscope.train import checkpoint as ckpt
@@ -243,7 +244,7 @@ def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model
         "stopped": result.stopped, "selected_step": result.best_step, "metrics": metrics,
         "eval_fingerprint": exp.eval_fingerprint(cfg, task),
         "eval_time": round(time.perf_counter() - t0, 3),
-        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "n_parameters": count_parameters(model),
     }
     if stages:
         results["phases"] = [_phase_record(name, r) for name, r in [("main", result)] + [(s.name, r) for s, r in stages]]

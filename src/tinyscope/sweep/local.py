@@ -87,7 +87,7 @@ def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
                 writer.close()
                 on_finish(job, run_dir_row(Path(job["run_dir"]), proc.exitcode))
     finally:
-        for proc, _, writer in running.values():
+        for proc, _, _writer in running.values():
             proc.terminate()
         for proc, _, writer in running.values():
             proc.join(10)

@@ -47,7 +47,7 @@ def test_the_adamw_half_matches_torch_adamw_step_for_step():
     b.load_state_dict(a.state_dict())
     ours = MuonAdamW([dict(params=list(a.parameters()), use_muon=False, lr=3e-3)], weight_decay=0.1)
     ref = torch.optim.AdamW(b.parameters(), lr=3e-3, weight_decay=0.1)
-    for step in range(5):
+    for _ in range(5):
         x = torch.randn(8, 5)
         for net, opt in ((a, ours), (b, ref)):
             opt.zero_grad()

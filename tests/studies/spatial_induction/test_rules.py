@@ -77,7 +77,7 @@ def test_group_image_is_the_conjugated_dynamics():
     for index, (src, pi, _) in enumerate(group.elements):
         M = mats[index // 2]
 
-        def transform(x):
+        def transform(x, M=M, pi=pi):
             out = np.empty_like(x)
             for i in range(5):
                 for j in range(5):

@@ -107,7 +107,7 @@ def test_expected_targets_are_the_rule_law_at_cells_and_one_hot_at_separators():
     soft, traj, tables = full.meta["soft_targets"], full.meta["traj"], full.meta["tables"]
     np.testing.assert_allclose(soft.sum(-1), 1.0, rtol=1e-6)
     q = true_predictive(task.lattice, traj, tables)  # (B, T, G, V)
-    V, G, step = task.lattice.V, 8, task.layout.step_tokens
+    V, step = task.lattice.V, task.layout.step_tokens
     for b, t, z in [(0, 1, 0), (3, 4, 5), (15, 5, 7), (2, 0, 3)]:  # direct: position of cell (t, z) - 1
         np.testing.assert_allclose(soft[b, t * step + z - 1, :V], q[b, t, z], rtol=1e-6)
     seps = full.targets >= V

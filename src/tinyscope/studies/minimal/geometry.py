@@ -171,7 +171,7 @@ def output_probs(model, z: np.ndarray, chunk: int = 65536) -> np.ndarray:
         padded[:n] = part
         padded = padded.view(rows, T, D)  # (rows, T, D)
         tokens = torch.zeros(rows, T, dtype=torch.long, device=device)  # (rows, T)
-        logits = model.run_with_hooks(tokens, fwd_hooks=[(name, lambda x, hook: padded.to(x.dtype))])  # (rows, T, V)
+        logits = model.run_with_hooks(tokens, fwd_hooks=[(name, lambda x, hook, padded=padded: padded.to(x.dtype))])  # (rows, T, V)
         out.append(torch.softmax(logits.float(), -1).reshape(rows * T, -1)[:n].cpu().numpy())
     return np.concatenate(out, 0)
 

@@ -216,7 +216,7 @@ def tsne_stages(X: dict, lab: dict, task, cfg: AnalysisConfig, rng: np.random.Ge
 
 
 def alignment_figure(al: dict):
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     fig, ax = plt.subplots(figsize=(5, 3))
     names, vals = [], []
@@ -234,7 +234,7 @@ def alignment_figure(al: dict):
 
 
 def ablation_figure(acc: dict):
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3))
     colors = ["gray", "tab:red", "tab:pink", "tab:red", "tab:pink"]
@@ -249,7 +249,7 @@ def ablation_figure(acc: dict):
 
 
 def probes_figure(pr: dict):
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     fig, ax = plt.subplots(figsize=(6, 3.2))
     stages = pr["stages"]

@@ -15,7 +15,7 @@ import torch
 
 from tinyscope.errors import ConfigError, check, check_choice
 from tinyscope.models.utils import count_parameters
-from tinyscope.runs.experiment import View, ViewOptions, Experiment
+from tinyscope.runs.experiment import Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.spatial_induction.experiment import CITATION, SETTINGS, SihEvalConfig, task_config
 from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask

@@ -217,10 +217,7 @@ def chain_accuracy_from_step(step_acc: float, length: int) -> float:
 
 def chain_figure(curves: dict[str, dict[int, float]]):
     """Accuracy against chain length (log x) for each model; chance (1/3) dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     fig, ax = plt.subplots(figsize=(6.5, 3.6 + 0.22 * len(curves)))
     for name, acc in curves.items():

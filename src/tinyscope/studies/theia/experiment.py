@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from tinyscope.errors import check
+from tinyscope.models.utils import device_of
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
 from tinyscope.runs.experiment import Citation, Experiment, Stage, View, ViewOptions
 from tinyscope.runs.registry import register
@@ -157,7 +158,7 @@ class RecordExperiment(Experiment):
     def test_accuracy(net: torch.nn.Module, task: KleeneTask) -> float:
         test = task.test_set()
         x, y = torch.from_numpy(test.tokens), torch.from_numpy(test.meta["label"])
-        return float((predict(net, x.to(_device(net))).cpu() == y).float().mean())
+        return float((predict(net, x.to(device_of(net))).cpu() == y).float().mean())
 
 
 class TheiaKleeneExperiment(RecordExperiment):
@@ -207,10 +208,6 @@ class TheiaKleeneExperiment(RecordExperiment):
                             f"probe_hu_ceiling/{row.boundary}": row.has_unknown_ceiling,
                             f"probe_verdict/{row.boundary}": row.verdict}
         return out
-
-
-def _device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
 
 
 # ====================================================================== the mod-3 chain

@@ -29,7 +29,7 @@ def kl_vs_beta(task: CellularTask, batch, build=construction_one,
 
 
 def kl_vs_beta_figure(data: dict):
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     rows = data["rows"]
     beta = [r["beta"] for r in rows]
@@ -46,7 +46,7 @@ def kl_vs_beta_figure(data: dict):
 
 def widths_table_figure(rows: list[dict]):
     """A table figure: grid, |G|, d_p, d_model, Lambda, accuracy."""
-    import matplotlib.pyplot as plt
+    from tinyscope.interp.mpl import plt
 
     cols = ["grid", "|G|", "d_p", "d_model", "Lambda", "TF cell acc"]
     fig, ax = plt.subplots(figsize=(6, 0.4 + 0.3 * len(rows)))

@@ -78,7 +78,7 @@ def construction_two(layout: Layout, stochastic: bool = False, kappa: float = 0.
                      readout_scale: float = 10.0) -> CompiledCircuit:
     """Construction II + the Layer-2 matching head for ``layout``, with the star token."""
     lat = layout.lattice
-    V, d, k = lat.V, lat.dim, lat.k
+    V, k = lat.V, lat.k
     shape = np.asarray(lat.shape)
     U, sigma_k, sigma_q = _routing(layout)
     color = periodic_coloring(U, lat.shape)
