@@ -6,6 +6,6 @@ import warnings
 from tinyscope.runs.rundir import Run, build, evaluate_run, load_run, read_config, run_experiment
 
 warnings.warn("tinyscope.experiments.runner is deprecated; import from tinyscope.runs.rundir "
-              "(e.g. `from tinyscope.runs import load_run`)", DeprecationWarning, stacklevel=2)
+              "(`from tinyscope.runs.rundir import load_run`)", DeprecationWarning, stacklevel=2)
 
 __all__ = ["Run", "build", "evaluate_run", "load_run", "read_config", "run_experiment"]
