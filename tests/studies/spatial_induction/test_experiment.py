@@ -77,3 +77,19 @@ def test_stochastic_cpu_recipe_trains_with_the_alpha_curriculum_and_soft_targets
     assert exp.objective(cfg, exp.build_task(cfg)) is soft_target_loss
     m = run_experiment("sih-eca-dedicated-stoch", "smoke", out=tmp_path / "run", progress=False, overrides=sets)["metrics"]
     assert np.isfinite(m["test_tf_kl_kgram"]) and m["test_tf_kl_kgram"] > 0
+
+
+def test_tables_13_and_14_read_trained_runs_only_not_compiled_circuits(tmp_path):
+    """A folder holding a compiled circuit (sih-compiled-eca-det) beside trained runs builds
+    Table 13 from the trained runs alone."""
+    from tests.core.report.conftest import write_run
+    from tinyscope.studies.spatial_induction.experiment import TABLE13, TABLE14
+
+    metrics = {"test_tf_seq_acc": 0.5, "test_tf_cell_acc": 0.9, "test_ar_cell_acc": 0.8}
+    write_run(tmp_path / "trained", 0, metrics, experiment="sih-eca-dedicated-det")
+    write_run(tmp_path / "compiled", 0, metrics, experiment="sih-compiled-eca-det", preset="paper")
+    runs = [read_run(tmp_path / "trained"), read_run(tmp_path / "compiled")]
+    assert [r.experiment for r in TABLE13.select(runs)] == ["sih-eca-dedicated-det"]
+    (row,) = TABLE13.build(runs).rows
+    assert row[:4] == ["1D V=2, k=3", "Dedicated-heads", "smoke", 1]
+    assert TABLE14.select(runs) == []
