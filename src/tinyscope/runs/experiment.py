@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # annotations only: the run and figure types live above this 
     from matplotlib.figure import Figure
 
     from tinyscope.report.tables import TableLayout
+    from tinyscope.runs.claims import Claim
     from tinyscope.runs.rundir import Run
     from tinyscope.train.trainer import TrainConfig
 
@@ -192,6 +193,18 @@ class Experiment(abc.ABC):
         with torch.no_grad():
             return {k: float(v) for k, v in self.evaluator(cfg, task)(model).items()}
 
+    def fresh_eval_config(self, cfg: Config, seed: int, n: int | None = None) -> Config:
+        """``cfg`` with its final evaluation set drawn afresh from ``seed`` (``n`` examples, or
+        the run's own count when None), held out exactly as the run's own test set is (the same
+        held-out rules, lengths, depths or splits) and the model unchanged, so that
+        `tinyscope eval RUN --seed S` rechecks a claim on data the run never saw."""
+        raise ConfigError(f"experiment {self.name} cannot draw a fresh evaluation set yet")
+
+    def write_compiled(self, cfg: Config, out: Path) -> dict:
+        """Write the run directory of a compiled (``trainable = False``) model into ``out`` and
+        return its results.json; `tinyscope reproduce` reaches compiled models through this."""
+        raise ConfigError(f"{self.name} is compiled, not trained, and declares no way to write it")
+
     def eval_fingerprint(self, cfg: Config, task: Task) -> str | None:
         """A hash of the fixed evaluation set, saved with the results (None: no fixed set)."""
         return task.eval_fingerprint() if isinstance(task, FixedEvalSet) else None
@@ -228,8 +241,9 @@ class Experiment(abc.ABC):
         """The paper tables this experiment's runs fill (`tinyscope report --table`)."""
         return []
 
-    def claims(self) -> list:
-        """The paper's claims that runs of this experiment check (`tinyscope claims`)."""
+    def claims(self) -> list["Claim"]:
+        """The paper's claims this experiment owns (``studies/<study>/claims.py``; see
+        :mod:`tinyscope.runs.claims`), listed by `tinyscope claims` and run by `tinyscope reproduce`."""
         return []
 
     def line(self) -> str:

@@ -7,6 +7,7 @@ loses to thread hand-offs); ``smoke`` runs in seconds for tests.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -130,9 +131,20 @@ class PlusLastEvenExperiment(Experiment):
     def final_evaluation(self, cfg, task, model) -> dict:
         metrics = super().final_evaluation(cfg, task, model)
         metrics["rule_error_sampled"] = sampled_rule_error(
-            model, cfg.eval.n_generated, cfg.eval.generated_length, cfg.task.block_size, seed=cfg.task.data_seed + 3)
+            model, cfg.eval.n_generated, cfg.eval.generated_length, cfg.task.block_size,
+            seed=cfg.task.data_seed + 3 if cfg.task.eval_seed is None else cfg.task.eval_seed)
         metrics["n_constrained"] = float(len(task.eval_set()))
         return metrics
+
+    def fresh_eval_config(self, cfg: PlusLastEvenRunConfig, seed: int, n: int | None = None) -> PlusLastEvenRunConfig:
+        """A held-out corpus of ``n`` sequences (default: the run's count) drawn from ``seed``."""
+        task = dataclasses.replace(cfg.task, eval_seed=int(seed), n_eval_sequences=n or cfg.task.n_eval_sequences)
+        return dataclasses.replace(cfg, task=task)
+
+    def claims(self):
+        from tinyscope.studies.minimal.claims import CLAIMS
+
+        return CLAIMS
 
     def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
         """Every figure of the geometric walkthrough that applies to the run (Fig. 2-15)."""

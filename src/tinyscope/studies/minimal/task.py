@@ -38,6 +38,7 @@ class PlusLastEvenConfig:
     no_even: Literal["random_even", "any"] = "random_even"
     data_seed: int = 0          # corpus seed; the held-out corpus uses data_seed + 1
     n_eval_sequences: int = 500
+    eval_seed: int | None = None  # None: the held-out corpus of data_seed; S: a fresh one drawn from S
 
     def __post_init__(self):
         check(self.n_sequences >= 1, f"task.n_sequences={self.n_sequences} must be >= 1")
@@ -98,7 +99,8 @@ class PlusLastEven:
     def __init__(self, cfg: PlusLastEvenConfig | None = None):
         self.cfg = cfg = cfg or PlusLastEvenConfig()
         self.corpus = generate_corpus(np.random.default_rng([cfg.data_seed, 0]), cfg, cfg.n_sequences)
-        self.heldout = generate_corpus(np.random.default_rng([cfg.data_seed, 1]), cfg, cfg.n_eval_sequences)
+        heldout_seed = [cfg.data_seed, 1] if cfg.eval_seed is None else [cfg.eval_seed, 1, 1]
+        self.heldout = generate_corpus(np.random.default_rng(heldout_seed), cfg, cfg.n_eval_sequences)
         self._train = _Packed(self.corpus)
         self._heldout = _Packed(self.heldout)
         self._eval = None
