@@ -35,7 +35,6 @@ def parse_checkpoint(value: str) -> str | int:
 
 
 def cmd_analyze(args) -> int:
-    from pathlib import Path
 
     import torch
 
@@ -67,7 +66,7 @@ def cmd_analyze(args) -> int:
     options = AnalysisOptions(only=tuple(args.only or offered), n=args.n, seed=args.seed,
                               progress=not args.no_progress and sys.stderr.isatty())
     result = exp.analyze(run, options)
-    out = Path(args.run) / "analysis"
+    out = run.path / "analysis"
     out.mkdir(exist_ok=True)
     record = dict(result.numbers, checkpoint_step=run.step, captions=result.captions)
     atomic_write_json(out / "analysis.json", record)

@@ -20,9 +20,12 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("eval", help="re-evaluate a run's selected checkpoint")
-    p.add_argument("run")
+    p = sub.add_parser("eval", help="re-evaluate a run's selected checkpoint, on its own or a fresh evaluation set")
+    p.add_argument("run", help="a run directory or zoo:NAME")
     p.add_argument("--checkpoint", default="best", help="best | last | a step number")
+    p.add_argument("--seed", type=int, default=None,
+                   help="draw a fresh evaluation set from this seed (held out as the run's own test set is)")
+    p.add_argument("--n", type=int, default=None, help="examples in the fresh set (default: as many as the run's own)")
     p.set_defaults(func=cmd_eval)
 
 
@@ -53,8 +56,13 @@ def cmd_run(args) -> int:
 
 
 def cmd_eval(args) -> int:
+    from tinyscope.errors import ConfigError
     from tinyscope.runs.rundir import evaluate_run
 
+    if args.checkpoint not in ("best", "last") and not args.checkpoint.isdigit():
+        raise ConfigError(f"--checkpoint {args.checkpoint!r} must be best, last or a step number")
+    if args.n is not None and args.n < 1:
+        raise ConfigError(f"--n {args.n} must be >= 1")
     which = args.checkpoint if args.checkpoint in ("best", "last") else int(args.checkpoint)
-    print(json.dumps(evaluate_run(args.run, which), indent=2))
+    print(json.dumps(evaluate_run(args.run, which, seed=args.seed, n=args.n), indent=2))
     return 0

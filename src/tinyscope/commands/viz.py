@@ -3,7 +3,6 @@ under RUN/figures/, and the run report refreshed with them."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 def register(sub) -> None:
@@ -63,7 +62,7 @@ def cmd_viz(args) -> int:
             print(f"{v.name:<30} {v.label:<20} {v.caption}")
         return 0
     views = select(views, args.only, run.experiment.name)
-    out = Path(args.run) / "figures" / (f"step_{run.step:06d}" if args.checkpoint is not None else "")
+    out = run.path / "figures" / (f"step_{run.step:06d}" if args.checkpoint is not None else "")
     out.mkdir(parents=True, exist_ok=True)
     from tinyscope.interp.mpl import plt
 

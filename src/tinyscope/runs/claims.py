@@ -141,6 +141,7 @@ class Measure:
     label: str
     fn: Callable[[Runs], dict[int, float]]
     final_only: bool = False
+    key: str | None = None  # the results.json key it reads, for a plain metric
 
     def __call__(self, runs: Runs) -> dict[int, float]:
         return self.fn(runs)
@@ -157,7 +158,7 @@ def _common_seeds(runs: Runs, sets: Sequence[int]) -> list[int]:
 def metric(key: str, run_set: int = 0) -> Measure:
     """The final value of ``key`` (results.json ``metrics``, or a top-level entry) in each run."""
     return Measure(key, lambda runs: {s: r.value(key) for s, r in (runs[run_set].items() if runs else ())},
-                   final_only=run_set == 0)
+                   final_only=run_set == 0, key=key)
 
 
 def reached(key: str, op: str, threshold: float) -> Measure:
@@ -297,8 +298,9 @@ class Claim:
 
     id: ``<study>/<where>/<name>``, e.g. ``spatial_induction/table13/eca-dedicated/tf_cell_acc``;
     unit: "%" for fractions shown as percentages, "" otherwise; experiment: the experiment that
-    owns the claim (default: the first RunSet's); recheck_slack: how far a fresh evaluation of
-    one zoo run (a small set, one seed) may miss the target and still count as a recheck."""
+    owns the claim (default: the first RunSet's); recheck_slack and recheck_n: how far a fresh
+    evaluation of the claim's zoo run (one seed) may miss the target and still count as a
+    recheck, and the size of that fresh set in the test suite (None: the run's own count)."""
 
     id: str
     where: str
@@ -316,6 +318,7 @@ class Claim:
     compute: Callable[[], float] | None = None
     experiment: str = ""
     recheck_slack: float = 0.0
+    recheck_n: int | None = None
 
     def __post_init__(self):
         if not _ID.fullmatch(self.id):
@@ -453,7 +456,12 @@ def all_claims(study: str | None = None) -> list[Claim]:
     for exp in registry.experiments():
         if study is not None and exp.study != study:
             continue
-        for c in exp.claims():
+        try:
+            declared = exp.claims()
+        except Exception as exc:  # one broken claims module must not hide the others; the tests forbid it
+            CLAIM_ERRORS[exp.name] = f"{type(exc).__name__}: {exc}"
+            continue
+        for c in declared:
             if c.id in seen and seen[c.id] is not c:
                 raise ConfigError(f"claim {c.id} is declared twice")
             seen[c.id] = c
@@ -461,6 +469,8 @@ def all_claims(study: str | None = None) -> list[Claim]:
 
 
 _ORDER: dict[str, int] = {}
+# Experiments whose claims() raised, with the error (reported by `tinyscope claims`).
+CLAIM_ERRORS: dict[str, str] = {}
 
 
 def declare(*claims: Claim) -> list[Claim]:

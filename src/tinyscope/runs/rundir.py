@@ -81,7 +81,7 @@ def _config_record(exp: Experiment, preset: str, cfg: Any) -> dict:
 
 
 def read_config(path: str | Path) -> tuple[Experiment, str, Any]:
-    path = Path(path)
+    path = resolve_run_path(path)
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise CheckpointError(f"{path} is not a run directory (no config.json)")
@@ -108,10 +108,12 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     report: RUN/report.html, "auto" (the full page outside the smoke preset, the quick page for
     smoke runs), "full", "quick" or "none"."""
     exp = registry.get(name)
-    if not exp.trainable:
-        raise ConfigError(f"{name} is compiled, not trained; write it with `tinyscope construct`")
     cfg = exp.config(preset, seed, overrides)
     out = Path(out) if out is not None else Path("runs") / f"{name}-{preset}-s{cfg.seed}"
+    if not exp.trainable:  # a compiled model: written, not trained (a complete one is kept)
+        if resume and (out / "results.json").exists():
+            return json.loads((out / "results.json").read_text())
+        return exp.write_compiled(cfg, out)
     if dist_info().is_main:  # under torchrun only rank 0 touches the run directory
         _prepare_run_dir(out, exp, preset, cfg, resume)
     if resume and dist_info().is_main and (out / "results.json").exists():
@@ -260,8 +262,8 @@ def _phase_record(name: str, result: TrainResult) -> dict:
 def load_run(path: str | Path, which: str | int = "best") -> Run:
     """Load a run directory with the weights of ``which``: "best" (the selected model: the last
     stage's when the experiment has stages, the model results.json measured), "last" (the last
-    phase's last step), or a step number of the main phase."""
-    path = Path(path)
+    phase's last step), or a step number of the main phase. ``zoo:NAME`` loads a zoo entry."""
+    path = resolve_run_path(path)
     exp, preset, cfg = read_config(path)
     task, model = build(exp, cfg)
     step, stage = None, None
@@ -281,8 +283,26 @@ def load_run(path: str | Path, which: str | int = "best") -> Run:
     return Run(path, exp, preset, cfg, task, model, step, stage)
 
 
-def evaluate_run(path: str | Path, which: str | int = "best") -> dict:
+def evaluate_run(path: str | Path, which: str | int = "best", seed: int | None = None, n: int | None = None) -> dict:
+    """The final evaluation of a run's model: on the run's own evaluation set, or (``seed``) on a
+    fresh one drawn from ``seed`` with ``n`` examples (None: the run's count), held out as the
+    run's own is (:meth:`Experiment.fresh_eval_config`)."""
     run = load_run(path, which)
-    metrics = run.experiment.final_evaluation(run.cfg, run.task, run.model)
-    return {"experiment": run.experiment.name, "stage": run.stage, "step": run.step, "metrics": metrics,
-            "eval_fingerprint": run.experiment.eval_fingerprint(run.cfg, run.task)}
+    exp, cfg, task = run.experiment, run.cfg, run.task
+    if seed is not None:
+        cfg = exp.fresh_eval_config(run.cfg, int(seed), n)
+        task = exp.build_task(cfg)
+    elif n is not None:
+        raise ConfigError("--n sets the size of a fresh evaluation set: give --seed too")
+    t0 = time.perf_counter()
+    metrics = exp.final_evaluation(cfg, task, run.model)
+    return {"experiment": exp.name, "run": str(run.path), "stage": run.stage, "step": run.step, "eval_seed": seed,
+            "metrics": metrics, "eval_fingerprint": exp.eval_fingerprint(cfg, task),
+            "eval_time": round(time.perf_counter() - t0, 3)}
+
+
+def resolve_run_path(path: str | Path) -> Path:
+    """A run directory; ``zoo:NAME`` names an entry of the zoo (:mod:`tinyscope.runs.zoo`)."""
+    from tinyscope.runs.zoo import resolve
+
+    return resolve(path)

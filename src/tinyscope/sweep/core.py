@@ -93,6 +93,17 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
 
     ``run_report`` is each run's RUN/report.html mode (auto | full | quick | none), as in
     `tinyscope run`; "quick" or "none" saves time in large sweeps."""
+    check_options(jobs, backend, address, run_report)
+    if backend == "local":  # the fork server imports torch while the grid is validated
+        from tinyscope.sweep.local import prestart
+
+        prestart()
+    runs = spec.validate()
+    return run_specs(runs, out, {**asdict(spec)}, desc=f"sweep {spec.experiment}", jobs=jobs, backend=backend,
+                     address=address, threads=threads, progress=progress, run_report=run_report)
+
+
+def check_options(jobs: int, backend: str, address: str | None, run_report: str) -> None:
     if backend not in BACKENDS:
         raise ConfigError(f"--backend {backend!r} is not known; choose one of {', '.join(BACKENDS)}")
     if jobs < 1:
@@ -101,17 +112,25 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
         raise ConfigError(f"--run-report {run_report!r} is not known; choose one of {', '.join(RUN_REPORTS)}")
     if address and backend != "ray":
         raise ConfigError("--address is for --backend ray")
+
+
+def run_specs(runs: list[RunSpec], out: str | Path, record: dict, desc: str, jobs: int = 1, backend: str = "local",
+              address: str | None = None, threads: int | None = None, progress: bool = True,
+              run_report: str = "auto") -> SweepResult:
+    """Run validated ``runs`` (of any experiments) into the sweep folder ``out``: skip complete
+    runs, resume interrupted ones, keep the index; ``record`` describes the invocation
+    (written to sweep.json) and ``desc`` labels the progress bar."""
+    check_options(jobs, backend, address, run_report)
     if backend == "local":
         from tinyscope.sweep.local import prestart
 
         prestart()
-    runs = spec.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     threads = threads or default_threads(jobs)
     t0 = time.perf_counter()
     with sweep_lock(out), RunIndex(out) as index:
-        atomic_write_json(out / "sweep.json", {**asdict(spec), "jobs": jobs, "backend": backend, "threads": threads,
+        atomic_write_json(out / "sweep.json", {**record, "jobs": jobs, "backend": backend, "threads": threads,
                                                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         todo: list[RunSpec] = []
         for r in runs:
@@ -123,7 +142,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, backend: str = "l
                 todo.append(r)
         result = SweepResult(total=len(runs), skipped=len(runs) - len(todo))
         counts = {"running": 0, "failed": 0}
-        bar = tqdm(total=len(runs), initial=result.skipped, desc=f"sweep {spec.experiment}", unit="run",
+        bar = tqdm(total=len(runs), initial=result.skipped, desc=desc, unit="run",
                    disable=not (progress and sys.stderr.isatty()), dynamic_ncols=True)
         bar.set_postfix(running=0, failed=0)
 

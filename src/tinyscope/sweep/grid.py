@@ -79,6 +79,7 @@ class RunSpec:
     grid: tuple[tuple[str, str], ...]          # this run's grid point
     common: tuple[str, ...] = ()                # --set overrides shared by every run
     setting: str = "default"
+    group: str = ""                             # a folder above the settings (reproduce: EXP-PRESET)
 
     @property
     def overrides(self) -> list[str]:
@@ -86,7 +87,7 @@ class RunSpec:
 
     @property
     def rel_path(self) -> str:
-        return f"runs/{self.setting}/s{self.seed}"
+        return f"runs/{self.group}/{self.setting}/s{self.seed}" if self.group else f"runs/{self.setting}/s{self.seed}"
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -97,7 +98,7 @@ class RunSpec:
     @classmethod
     def from_dict(cls, d: dict) -> "RunSpec":
         return cls(d["experiment"], d["preset"], int(d["seed"]), tuple(tuple(kv) for kv in d["grid"]),
-                   tuple(d.get("common", ())), d.get("setting", "default"))
+                   tuple(d.get("common", ())), d.get("setting", "default"), d.get("group", ""))
 
 
 @dataclass

@@ -1,0 +1,107 @@
+"""`tinyscope reproduce` end to end on the smoke preset: plan, run (through the sweep
+machinery), measure, write claims.json / claims.md, record a ledger, export a zoo entry and
+re-evaluate it with `tinyscope eval zoo:NAME --seed S`; a rerun trains nothing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tinyscope.cli import main
+from tinyscope.runs import claims as claims_mod
+from tinyscope.runs import ledger, reproduce, zoo
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reproduce")
+    chosen = claims_mod.select(["minimal/fig3/rule_error", "minimal/table1/n_parameters"])
+    plan = reproduce.plan(chosen, out, preset="smoke", n_seeds=2)
+    result = reproduce.execute(plan, jobs=2, progress=False)
+    return plan, result, reproduce.collect(plan)
+
+
+def test_plan_has_one_run_per_seed_and_the_computed_claim(done):
+    plan, result, _ = done
+    assert [r.seed for r in plan.runs] == [0, 1]
+    assert all(r.spec.preset == "smoke" and r.spec.rel_path.startswith("runs/plus-last-even-smoke/") for r in plan.runs)
+    assert result.done == 2 and not result.failed
+
+
+def test_claims_are_measured_from_the_runs(done, tmp_path):
+    plan, _, results = done
+    by_id = {r.claim.id: r for r in results}
+    rule = by_id["minimal/fig3/rule_error"].measurement
+    assert rule.n == 2 and set(rule.per_seed) == {0, 1}
+    for seed, v in rule.per_seed.items():
+        on_disk = json.loads((plan.run_dir(plan.claims[0].runs[0], seed) / "results.json").read_text())
+        assert v == on_disk["metrics"]["rule_error"]
+    assert by_id["minimal/table1/n_parameters"].measurement.value == 250.0
+    assert by_id["minimal/table1/n_parameters"].measurement.verdict == "met"
+    json_path, md_path = reproduce.write_outputs(plan, results)
+    rows = {r["id"]: r for r in json.loads(json_path.read_text())["claims"]}
+    assert rows["minimal/fig3/rule_error"]["n"] == 2
+    assert "minimal/table1/n_parameters" in md_path.read_text()
+
+
+def test_rerun_trains_nothing(done):
+    plan, _, _ = done
+    again = reproduce.execute(reproduce.plan(plan.claims, plan.out, n_seeds=2), jobs=1, progress=False)
+    assert again.skipped == 2 and again.done == 0
+
+
+def test_record_writes_a_ledger_only_at_the_claims_own_preset(done, tmp_path):
+    plan, _, results = done
+    written = reproduce.record(plan, results, "tinyscope reproduce minimal --preset smoke", root=tmp_path)
+    data = ledger.read_ledger("minimal", tmp_path)
+    assert "minimal/fig3/rule_error" not in data["claims"]        # ran at smoke, its preset is cpu
+    assert data["claims"]["minimal/table1/n_parameters"]["verdict"] == "met"  # computed: no preset
+    assert written == [ledger.ledger_path("minimal", tmp_path)]
+
+
+def test_zoo_export_and_fresh_recheck(done, tmp_path, monkeypatch, capsys):
+    plan, _, results = done
+    monkeypatch.setenv("TINYSCOPE_ZOO", str(tmp_path / "zoo"))
+    (tmp_path / "zoo").mkdir()
+    rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
+    seed = min(rule.measurement.per_seed)
+    entry = zoo.export(plan.run_dir(rule.claim.runs[0], seed), "ple-smoke", [rule.claim.id], "tinyscope run ...")
+    assert entry.info["dtype"] == "float32" and entry.size_bytes < 2**20
+    assert [e.name for e in zoo.entries()] == ["ple-smoke"]
+    assert main(["eval", "zoo:ple-smoke", "--seed", "12345", "--n", "20"]) == 0
+    fresh = json.loads(capsys.readouterr().out)
+    assert fresh["eval_seed"] == 12345 and "rule_error" in fresh["metrics"]
+    own = json.loads((entry.path / "results.json").read_text())
+    assert fresh["eval_fingerprint"] != own["eval_fingerprint"]
+    assert main(["eval", "zoo:ple-smoke"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["rule_error"] == own["metrics"]["rule_error"]
+
+
+def test_bad_inputs_are_one_line_errors(capsys, tmp_path):
+    assert main(["reproduce", "no-such-study", "--dry-run"]) == 2
+    assert "neither a study" in capsys.readouterr().err
+    assert main(["reproduce", "minimal", "--seeds", "0", "--dry-run", "--out", str(tmp_path)]) == 2
+    assert main(["eval", "zoo:nothing-here"]) == 2
+    assert "no zoo entry" in capsys.readouterr().err
+    assert main(["claims", "no-such-study"]) == 2
+
+
+def test_dry_run_plans_every_study(capsys, tmp_path):
+    assert main(["reproduce", *sorted({c.study for c in claims_mod.all_claims()}), "--dry-run",
+                 "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "claim(s)" in err and "estimated time" in err
+    assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_claims_command_lists_every_claim_in_each_format(capsys):
+    every = claims_mod.all_claims()
+    assert main(["claims", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == [c.id for c in every]
+    assert all(r["verdict"] in ("met", "not met", "not run", "needs GPU") for r in rows)
+    assert main(["claims", "minimal"]) == 0
+    out = capsys.readouterr().out
+    assert "minimal/fig3/rule_error" in out and "spatial_induction/" not in out
+    assert main(["claims", "minimal", "--format", "markdown"]) == 0
+    assert "| `minimal/table1/n_parameters` |" in capsys.readouterr().out
