@@ -13,9 +13,16 @@ Metrics of each evaluation (validation set, the current stage's layout): ``acc``
 kept thinking tokens generated greedily by the model), ``token_acc`` (teacher-forced accuracy over
 the supervised positions), ``val_loss``, ``single_pass_acc`` (answer from ``x, SEP, BLANK...``
 in one forward pass), plus the curriculum's ``stage``, ``progress``, ``done``, ``samples``.
+
+The final evaluation (test set, results.json) gives ``test_acc`` (the last stage's layout),
+``test_single_pass_acc``, ``n_stages``, the training curriculum's ``stages_reached``,
+``curriculum_done``, ``samples`` and ``samples_stage_<s>``, and, when the last stage is the single
+pass (ICoT, Log-ICoT, direct), the attention mass of each layer on its own tree level
+(:func:`own_level_attention`). ``task.eval_seed`` draws a fresh test set (`tinyscope eval --seed`).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -162,6 +169,21 @@ def skip_layers_hooks(n_layers: int, active: int) -> list:
     return hooks
 
 
+def own_level_attention(model: torch.nn.Module, task: Parity, n_examples: int = 512, seed: int = 0) -> dict:
+    """How much of each layer's attention goes where the tree says it should, on the single-pass
+    (all-blank) layout: ``attn_own_level_mass_layer{l}`` is the mean attention mass from the slots
+    of level-``l`` nodes onto level ``l-1`` (the selected bits for ``l = 1``, else the slots of the
+    level ``l-1`` nodes), for ``l = 1 .. log2 k``; ``attn_own_level_mass_min`` is the smallest.
+    1 everywhere is the paper's picture of each layer attending exactly to its tree level."""
+    from tinyscope.studies.log_icot.absorption import attention_patterns, level_mass
+
+    mass, _ = level_mass(attention_patterns(model, task, n_examples=n_examples, seed=seed), task)  # (L, G)
+    # key groups: 0 selected bits, 1 other bits, 1 + m the slots of level m
+    own = {f"attn_own_level_mass_layer{l + 1}": float(mass[l, 0 if l == 0 else l + 1])
+           for l in range(min(task.levels, mass.shape[0]))}
+    return own | {"attn_own_level_mass_min": min(own.values())}
+
+
 def build_curriculum(cfg: ParityRunConfig) -> Curriculum:
     schedule = removal_schedule(cfg.task.k, cfg.kind)
     stages = [Stage(f"{cfg.kind}-{i}:removed={len(r)}", list(r)) for i, r in enumerate(schedule)]
@@ -233,16 +255,29 @@ class ParityExperiment(Experiment):
         parity, curriculum = task.task, task.curriculum
         bits, nodes = parity.fixed("test")
         last = curriculum.stages[-1].spec
+        single_pass = removal_schedule(cfg.task.k, "direct")[0]
         with model.hooks(self.stage_hooks(cfg, last)):  # the model as its last stage runs it
             out = {"test_acc": answer_accuracy(model, parity, bits, nodes, last, cfg.eval.batch_size),
-                   "test_single_pass_acc": answer_accuracy(model, parity, bits, nodes,
-                                                           removal_schedule(cfg.task.k, "direct")[0], cfg.eval.batch_size),
+                   "test_single_pass_acc": answer_accuracy(model, parity, bits, nodes, single_pass, cfg.eval.batch_size),
                    "n_stages": float(len(curriculum.stages))}
+            if set(last) == set(single_pass):  # the last stage is the single pass: its layers hold the tree
+                out |= own_level_attention(model, parity, seed=cfg.task.eval_seed or 0)
         if curriculum.step:  # the training process's curriculum (absent when a run is re-evaluated)
             out |= {"stages_reached": float(curriculum.stage + 1), "curriculum_done": float(curriculum.done),
                     "samples": float(curriculum.samples)}
             out |= {f"samples_stage_{r['stage']}": float(r["samples"]) for r in curriculum.summary()}
         return out
+
+    def fresh_eval_config(self, cfg: ParityRunConfig, seed: int, n: int | None = None) -> ParityRunConfig:
+        """A test set of ``n`` inputs (default: the run's count) drawn from ``seed``, for the same
+        secret subset (the held-out part of k-parity is the inputs, never the subset)."""
+        task = dataclasses.replace(cfg.task, eval_seed=int(seed), n_test=n or cfg.task.n_test)
+        return dataclasses.replace(cfg, task=task)
+
+    def claims(self):
+        from tinyscope.studies.log_icot.claims import CLAIMS
+
+        return [c for c in CLAIMS if c.experiment == self.name]
 
     def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
         """Attention heatmaps per layer: the chain of thought moving into depth."""

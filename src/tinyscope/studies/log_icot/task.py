@@ -55,6 +55,7 @@ class ParityConfig:
     data_seed: int = 1                  # seed of the fixed validation / test sets
     n_val: int = 2048
     n_test: int = 4096
+    eval_seed: int | None = None        # None: the test set comes from data_seed; else a fresh one from this seed
 
     def __post_init__(self):
         check(self.k >= 2 and (self.k & (self.k - 1)) == 0, f"task.k={self.k} must be a power of two >= 2")
@@ -210,10 +211,16 @@ class Parity:
         return encode(*self.draw(rng, batch_size), self.layout(removed))
 
     def fixed(self, split: Literal["val", "test"]) -> tuple[np.ndarray, np.ndarray]:
-        """The fixed validation or test draws (bits, nodes), a pure function of ``data_seed``."""
+        """The fixed validation or test draws (bits, nodes), a pure function of ``data_seed``; with
+        ``eval_seed`` set, the test draws come from that seed instead (a stream the validation and
+        the run's own test set never use), for the same secret subset."""
         if split not in self._fixed:
             size = self.cfg.n_val if split == "val" else self.cfg.n_test
-            self._fixed[split] = self.draw(np.random.default_rng([self.cfg.data_seed, 0 if split == "val" else 1]), size)
+            if split == "test" and self.cfg.eval_seed is not None:
+                rng = np.random.default_rng([int(self.cfg.eval_seed), 3])
+            else:
+                rng = np.random.default_rng([self.cfg.data_seed, 0 if split == "val" else 1])
+            self._fixed[split] = self.draw(rng, size)
         return self._fixed[split]
 
     def eval_batch(self, split: Literal["val", "test"], removed: Sequence[int] = ()) -> Batch:

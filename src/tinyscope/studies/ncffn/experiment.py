@@ -12,6 +12,10 @@ every quantified layer is narrowed so the model has the parameter count of the s
 without quantifiers (NC-FFN itself is parameter-neutral). Presets: ``smoke`` (seconds), ``cpu``
 (minutes on 2 cores), ``paper`` (the 125M GPT-2-small / OpenWebText setup; supply the text with
 ``--set data.path=openwebtext.txt``; byte-level, since tinyscope ships no BPE tokenizer).
+
+results.json: the held-out :func:`lm_metrics`, ``params_total|ffn|quantifiers``, and with
+quantifiers the half-life summary and, on the licensing language, :func:`detector_counts`.
+``eval.eval_seed`` draws fresh held-out windows (`tinyscope eval RUN --seed S`).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -27,7 +32,7 @@ from tinyscope.models.transformer import TransformerConfig
 from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.ncffn.licensing import ID, SLOT_KINDS, Licensing, LicensingConfig
-from tinyscope.studies.ncffn.model import QuantifiedTransformer, equal_parameter_widths, parameter_report
+from tinyscope.studies.ncffn.model import QuantifiedTransformer, lm_model_config, parameter_report
 from tinyscope.studies.ncffn.quantifiers import QuantifierConfig
 from tinyscope.tasks.text import TextConfig, TextTask
 from tinyscope.train.trainer import TrainConfig
@@ -49,6 +54,24 @@ def gpt(**kw) -> TransformerConfig:
 class NCEvalConfig:
     max_windows: int = 400        # held-out windows per evaluation
     latch_half_life: float = 64.0  # a quantifier unit whose half-life reaches this many tokens is a latch
+    eval_seed: int | None = None  # None: the run's held-out windows; else fresh ones drawn from this seed
+
+
+class FreshTextTask(TextTask):
+    """A text file whose evaluation windows are ``max_eval_windows`` random windows of the held-out
+    tail drawn from ``eval_seed`` (the held-out part of a file is its tail; a fresh set can only
+    be other windows of it)."""
+
+    def __init__(self, cfg: TextConfig, block_size: int, eval_seed: int):
+        super().__init__(cfg, block_size)
+        self.eval_seed = int(eval_seed)
+
+    def eval_set(self):
+        if self._eval is None:
+            rng = np.random.default_rng([self.eval_seed, 7])
+            starts = rng.integers(0, len(self.val_ids) - self.block_size - 1, size=self.cfg.max_eval_windows)
+            self._eval = self._window(self.val_ids, np.sort(starts))
+        return self._eval
 
 
 @dataclass
@@ -106,10 +129,7 @@ PRESETS = {
 
 def build_model_config(cfg: NCLMRunConfig, vocab_size: int) -> TransformerConfig:
     """The run's transformer config: the task's vocabulary, FFNs narrowed for quantifiers if matched."""
-    model = dataclasses.replace(cfg.model, vocab_size=vocab_size)
-    if cfg.match_params and cfg.quant.layers:
-        model = equal_parameter_widths(model, cfg.quant)
-    return model
+    return lm_model_config(cfg.model, cfg.quant, vocab_size, cfg.match_params)
 
 
 @torch.no_grad()
@@ -157,6 +177,21 @@ def lm_metrics(model: torch.nn.Module, tokens: torch.Tensor, targets: torch.Tens
     return out
 
 
+DETECTOR_KEYS = {"comparative": "comparative", "passive participle": "participle", "negative polarity (neither)": "npi"}
+
+
+def detector_counts(model: torch.nn.Module, batch) -> dict:
+    """Which licensor classes have a quantifier unit that reads as their detector
+    (:func:`~tinyscope.studies.ncffn.legibility.licensor_detectors`: it fires on the licensor and
+    carries it to the licensed word): ``detector_<class>`` 1 or 0 for comparative, participle and
+    npi, and ``licensor_classes_detected``, their sum (3: every licensor has a detector)."""
+    from tinyscope.studies.ncffn.legibility import licensor_detectors
+
+    table = licensor_detectors(model, batch)
+    out = {f"detector_{DETECTOR_KEYS[name]}": float(any(r["detector"] for r in rows)) for name, rows in table.items()}
+    return out | {"licensor_classes_detected": float(sum(out.values()))}
+
+
 class NCLMExperiment(Experiment):
     name = "ncffn-lm"
     description = "GPT with GELU vs NC-FFN (+ sequence quantifiers), licensing language or --set data.path"
@@ -166,9 +201,10 @@ class NCLMExperiment(Experiment):
     presets = PRESETS
 
     def build_task(self, cfg: NCLMRunConfig):
+        seed = cfg.eval.eval_seed
         if cfg.data.path:
-            return TextTask(cfg.data, cfg.model.n_ctx)
-        return Licensing(dataclasses.replace(cfg.task, block_size=cfg.model.n_ctx))
+            return TextTask(cfg.data, cfg.model.n_ctx) if seed is None else FreshTextTask(cfg.data, cfg.model.n_ctx, seed)
+        return Licensing(dataclasses.replace(cfg.task, block_size=cfg.model.n_ctx), eval_seed=seed)
 
     def build_model(self, cfg: NCLMRunConfig, task) -> QuantifiedTransformer:
         return QuantifiedTransformer(build_model_config(cfg, task.vocab_size), cfg.quant)
@@ -186,7 +222,30 @@ class NCLMExperiment(Experiment):
         metrics.update({f"params_{k}": float(v) for k, v in parameter_report(model).items()})
         if cfg.quant.layers:
             metrics.update(half_life_summary(model, cfg.eval.latch_half_life))
+            if not cfg.data.path:
+                metrics.update(detector_counts(model, task.eval_set().select(slice(0, cfg.eval.max_windows))))
         return metrics
+
+    def fresh_eval_config(self, cfg: NCLMRunConfig, seed: int, n: int | None = None) -> NCLMRunConfig:
+        """Held-out windows drawn afresh from ``seed``: ``n`` of them (default: the run's count).
+
+        The licensing language gets a new held-out corpus (same grammar, large enough for ``n``
+        sentence-aligned windows); a text file gets random windows of its held-out tail. The
+        training data and the model are unchanged."""
+        n_windows = n or cfg.eval.max_windows
+        task, data = cfg.task, cfg.data
+        if data.path:
+            data = dataclasses.replace(data, max_eval_windows=n_windows)
+        else:
+            per_window = cfg.model.n_ctx + 16 + task.max_gap  # a window and at most one sentence to the next start
+            task = dataclasses.replace(task, n_val_tokens=max(task.n_val_tokens, (n_windows + 2) * per_window))
+        ev = dataclasses.replace(cfg.eval, eval_seed=int(seed), max_windows=n_windows)
+        return dataclasses.replace(cfg, task=task, data=data, eval=ev)
+
+    def claims(self):
+        from tinyscope.studies.ncffn.claims import CLAIMS
+
+        return [c for c in CLAIMS if c.experiment == self.name]
 
     def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
         """The half-lives of the trained sequence quantifiers (when the model has them)."""

@@ -110,17 +110,21 @@ def generate_corpus(rng: np.random.Generator, n_tokens: int, max_gap: int, p_lic
 
 
 class Licensing:
-    """The licensing-language LM task: random training windows, sentence-aligned held-out windows."""
+    """The licensing-language LM task: random training windows, sentence-aligned held-out windows.
+
+    ``eval_seed`` (None: the corpus of ``data_seed``'s second stream) draws the held-out corpus
+    afresh from that seed, with the same grammar and size, on a stream the training corpus never uses.
+    """
 
     vocab = VOCAB
     vocab_size = len(VOCAB)
 
-    def __init__(self, cfg: LicensingConfig | None = None):
+    def __init__(self, cfg: LicensingConfig | None = None, eval_seed: int | None = None):
         self.cfg = cfg = cfg or LicensingConfig()
         self.train = generate_corpus(np.random.default_rng([cfg.data_seed, 0]), cfg.n_train_tokens, cfg.max_gap,
                                      cfg.p_licensed)
-        self.heldout = generate_corpus(np.random.default_rng([cfg.data_seed, 1]), cfg.n_val_tokens, cfg.max_gap,
-                                       cfg.p_licensed)
+        held = [cfg.data_seed, 1] if eval_seed is None else [cfg.data_seed, 2, int(eval_seed)]
+        self.heldout = generate_corpus(np.random.default_rng(held), cfg.n_val_tokens, cfg.max_gap, cfg.p_licensed)
         self._eval: Batch | None = None
 
     def _window(self, corpus: dict, starts: np.ndarray) -> Batch:

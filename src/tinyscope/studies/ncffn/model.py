@@ -15,6 +15,7 @@ model has the parameter count of its quantifier-free twin.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 from torch import nn
 
@@ -68,6 +69,14 @@ def equal_parameter_widths(cfg: TransformerConfig, quant: QuantifierConfig) -> T
     out = copy.deepcopy(cfg)
     out.d_mlp = d_mlp
     return out
+
+
+def lm_model_config(model: TransformerConfig, quant: QuantifierConfig, vocab_size: int,
+                    match_params: bool = True) -> TransformerConfig:
+    """The transformer config a run builds: ``vocab_size`` set and, when ``match_params``, the
+    FFNs of the quantified layers narrowed by :func:`equal_parameter_widths`."""
+    out = dataclasses.replace(model, vocab_size=vocab_size)
+    return equal_parameter_widths(out, quant) if match_params and quant.layers else out
 
 
 def parameter_report(model: nn.Module) -> dict[str, int]:

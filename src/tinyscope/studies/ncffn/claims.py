@@ -1,0 +1,371 @@
+"""The claims of Oskin, "Explicit Fuzzy Logic in the Feed-Forward Layer" (NC-FFN), that tinyscope checks.
+
+Only the abstract and third-party accounts of the paper are public (``seed003-details.md``, Sec. 4):
+``where`` is "Abstract" for the abstract's statements and "Digest" for the numbers a digest of the
+full PDF or a reimplementation gives. Four groups:
+
+* **parameter neutrality** (computed): an NC-FFN layer has the GELU FFN's parameters, and so has
+  the whole model, with or without the small quantifier block (FFNs narrowed to match);
+* **parity** (computed by training once, a few minutes on 2 cores, shared by the three claims): the
+  smallest pure feed-forward stack of each basis that fits all 2^8 inputs of 8-bit parity at depth 1
+  (:mod:`~tinyscope.studies.ncffn.parity_bases` with its default protocol);
+* **sequence quantifiers** on the synthetic licensing language (``cpu`` preset): the half-life and
+  latch counts, the licensing detectors, and the NC-FFN deficit and its recovery at epochs 1 and 2,
+  tinyscope's stand-in for the paper's BLiMP licensing and quantifier phenomena;
+* **the paper's scale** (the 125M GPT-2-small model on OpenWebText, ``paper`` preset, GPU): the
+  perplexity tie, the half-lives, BLiMP, LAMBADA and the divergence of the fully Boolean FFN. The
+  preset is byte level (tinyscope has no BPE tokenizer yet), so absolute perplexities and the
+  parameter count are not the paper's; BLiMP and LAMBADA have no evaluator yet and those claims
+  fail with "no metric" until one writes ``blimp_licensing_acc`` and ``lambada_acc``.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+from tinyscope.runs.claims import (
+    Claim,
+    ClaimError,
+    Measure,
+    PaperValue,
+    RunRecord,
+    Runs,
+    RunSet,
+    at_least,
+    at_most,
+    combine,
+    declare,
+    difference,
+    metric,
+    ratio,
+    within,
+)
+
+SEEDS = (0, 1, 2, 3, 4)
+EXP = "ncffn-lm"
+PARITY_BITS, PARITY_DEPTH = 8, 1
+GELU_LAYER_PARAMS = 4_722_432          # Digest (reimplementation): one d = 768, d_ff = 3072 layer
+PPL_GELU, PPL_NC = 18.32, 18.36        # Digest: OpenWebText perplexity
+HALF_LIFE = 1.5                        # Abstract: median half-life ~1.5 tokens
+DIVERGE_STEPS = 16_000                 # Digest: the fully Boolean FFN diverges within ~16k steps
+
+CPU_NC = ("model.ffn=nc",)
+CPU_QUANT = ("model.ffn=nc", "quant.layers=0,1")
+PAPER_NC = ("model.ffn=nc",)
+PAPER_QUANT = ("model.ffn=nc", "quant.layers=" + ",".join(str(l) for l in range(12)))
+PAPER_BOOL = ("model.ffn=nc_bool",)
+PAPER_NOTE = ("the paper's 125M GPT-2-small on OpenWebText; the paper preset trains on bytes with nanoGPT's "
+              "recipe (steps and schedule are not public); give the corpus with --set data.path=FILE")
+
+
+def _rs(preset: str, overrides: tuple[str, ...] = ()) -> RunSet:
+    return RunSet(EXP, preset, overrides, SEEDS)
+
+
+# ---------------------------------------------------------------- parameter counts
+def _lm_parameters(preset: str, overrides: tuple[str, ...] = ()) -> int:
+    """Parameters of the model the preset builds (its own vocabulary), on the meta device (no memory)."""
+    import torch
+
+    from tinyscope.models.utils import count_parameters
+    from tinyscope.runs import registry
+    from tinyscope.studies.ncffn.model import QuantifiedTransformer, lm_model_config
+
+    cfg = registry.get(EXP).config(preset, 0, list(overrides))
+    with torch.device("meta"):  # the presets' vocabularies: the licensing language's, or 256 bytes
+        model = QuantifiedTransformer(lm_model_config(cfg.model, cfg.quant, cfg.model.vocab_size, cfg.match_params),
+                                      cfg.quant)
+    return count_parameters(model)
+
+
+def lm_parameter_ratio(preset: str, overrides: tuple[str, ...]) -> float:
+    """Parameters of the preset's model with ``overrides`` over those of its GELU baseline."""
+    return _lm_parameters(preset, overrides) / _lm_parameters(preset)
+
+
+def ffn_layer_parameters(kind: str, d_model: int = 768, d_ff: int = 3072) -> int:
+    from tinyscope.models.ffn import MLP, NCFFN
+    from tinyscope.models.utils import count_parameters
+
+    return count_parameters(NCFFN(d_model, d_ff) if kind == "nc" else MLP(d_model, d_ff, act="gelu"))
+
+
+def logic_share(d_model: int = 768, d_ff: int = 3072) -> float:
+    """Share of an NC-FFN layer's hidden channels that are fuzzy-pair (A·B, A·(1−B)) units."""
+    from tinyscope.models.ffn import NCFFN
+
+    layer = NCFFN(d_model, d_ff)
+    return 2 * layer.n_pairs / layer.d_hidden
+
+
+# ---------------------------------------------------------------- parity probe
+@functools.lru_cache(maxsize=None)
+def parity_rows(n_bits: int = PARITY_BITS, depth: int = PARITY_DEPTH) -> tuple[dict, ...]:
+    """The probe's rows (every basis, width and seed) at one (N, depth), trained once per process."""
+    from tinyscope.studies.ncffn.parity_bases import ParitySweepConfig, parity_sweep
+
+    return tuple(parity_sweep(ParitySweepConfig(n_bits=[n_bits], depths=[depth]), progress=False))
+
+
+def min_params(rows, basis: str) -> float:
+    """The fewest parameters at which ``basis`` reached 100% (any seed); +inf if it never did."""
+    solved = [r["params"] for r in rows if r["basis"] == basis and r["accuracy"] == 1.0]
+    return float(min(solved)) if solved else math.inf
+
+
+def efficiency_ratio(rows, basis: str = "nc_bool", others=("gelu", "swiglu", "bilinear")) -> float:
+    """``basis``'s minimum parameters over the smallest of ``others``' (≤ 1: no other basis is smaller)."""
+    best_other = min(min_params(rows, b) for b in others)
+    mine = min_params(rows, basis)
+    if math.isinf(mine):
+        return math.inf
+    return 0.0 if math.isinf(best_other) else mine / best_other
+
+
+def best_accuracy(rows, basis: str, width: int | None = None) -> float:
+    """Best accuracy of ``basis`` over seeds (and widths, unless ``width`` is given)."""
+    accs = [r["accuracy"] for r in rows if r["basis"] == basis and (width is None or r["width"] == width)]
+    return max(accs) if accs else math.nan
+
+
+def same_size_accuracy_ratio(rows, basis: str = "nc", baseline: str = "gelu") -> float:
+    """At the smallest width where ``basis`` solves parity, its accuracy over ``baseline``'s at the
+    same width (the same parameter count: NC-FFN is parameter-neutral); 0 if ``basis`` never solves."""
+    widths = sorted(r["width"] for r in rows if r["basis"] == basis and r["accuracy"] == 1.0)
+    if not widths:
+        return 0.0
+    return best_accuracy(rows, basis, widths[0]) / best_accuracy(rows, baseline, widths[0])
+
+
+# ---------------------------------------------------------------- measures over training histories
+def eval_at(rec: RunRecord, key: str, step: int) -> float:
+    """``key`` at the first evaluation at or after ``step`` (metrics.jsonl)."""
+    for r in rec.history():
+        if r.get("split") == "eval" and key in r and r["step"] >= step:
+            return float(r[key])
+    raise ClaimError(f"run of seed {rec.seed} has no evaluation of {key!r} at step >= {step} in its metrics.jsonl")
+
+
+def recovered_fraction(gelu: float, nc: float, nc_quant: float) -> float:
+    """Share of NC-FFN's deficit to GELU that the quantifiers win back: (NCq − NC) / (GELU − NC);
+    0 when NC shows no deficit (nothing the claim could be checked on)."""
+    gap = gelu - nc
+    return (nc_quant - nc) / gap if gap > 0 else 0.0
+
+
+def recovery_at(key: str, step: int) -> Measure:
+    """Per seed, :func:`recovered_fraction` of ``key`` at ``step``; RunSets: GELU, NC, NC + quantifiers."""
+    def per_seed(runs: Runs) -> dict[int, float]:
+        seeds = sorted(set(runs[0]) & set(runs[1]) & set(runs[2])) if len(runs) == 3 else []
+        return {s: recovered_fraction(*(eval_at(r[s], key, step) for r in runs)) for s in seeds}
+
+    return Measure(f"(NCq − NC) / (GELU − NC) of {key} at step {step}", per_seed)
+
+
+def gap_at(key: str, step: int) -> Measure:
+    """Per seed, RunSet 0's ``key`` minus RunSet 1's, both at ``step``."""
+    def per_seed(runs: Runs) -> dict[int, float]:
+        seeds = sorted(set(runs[0]) & set(runs[1])) if len(runs) == 2 else []
+        return {s: eval_at(runs[0][s], key, step) - eval_at(runs[1][s], key, step) for s in seeds}
+
+    return Measure(f"GELU − NC-FFN {key} at step {step}", per_seed)
+
+
+def divergence_step(history: list[dict], factor: float = 1.5) -> float:
+    """The first logged training step whose loss is not finite or exceeds ``factor`` times the lowest
+    loss logged before it; +inf if training never diverged."""
+    best = math.inf
+    for r in history:
+        if r.get("split") != "train" or "loss" not in r:
+            continue
+        loss = float(r["loss"])
+        if not math.isfinite(loss) or (math.isfinite(best) and loss > factor * best):
+            return float(r["step"])
+        best = min(best, loss)
+    return math.inf
+
+
+def _divergence(label: str, fn) -> Measure:
+    def per_seed(runs: Runs) -> dict[int, float]:
+        out = {}
+        for s, rec in (runs[0].items() if runs else ()):
+            if not rec.history():
+                raise ClaimError(f"run of seed {s} has no metrics.jsonl to find a divergence in")
+            out[s] = fn(divergence_step(rec.history()))
+        return out
+
+    return Measure(label, per_seed)
+
+
+def diverged() -> Measure:
+    return _divergence("1 if the training loss diverged (non-finite or > 1.5× its best so far)",
+                       lambda step: float(math.isfinite(step)))
+
+
+def steps_to_divergence() -> Measure:
+    return _divergence("training step at which the loss diverged (inf: never)", lambda step: step)
+
+
+@functools.lru_cache(maxsize=None)
+def epoch_steps(preset: str = "cpu") -> int:
+    """Training steps in one pass over the licensing language's training corpus at ``preset``."""
+    from tinyscope.runs import registry
+
+    cfg = registry.get(EXP).config(preset)
+    return math.ceil(cfg.task.n_train_tokens / (cfg.train.batch_size * cfg.model.n_ctx))
+
+
+def two_epochs(overrides: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The cpu preset trained for two epochs and evaluated at the end of each."""
+    e = epoch_steps()
+    return overrides + (f"train.steps={2 * e}", f"train.eval_every={e}")
+
+
+# ---------------------------------------------------------------- the claims
+NEUTRAL, PARITY, QUANT, LM, SYN = ("Abstract (parameter neutrality)", "Abstract (N-bit parity)",
+                                   "Abstract (sequence quantifiers)", "Abstract (125M, OpenWebText)",
+                                   "Abstract (licensing and quantifiers)")
+PARITY_NOTE = ("N = 8 and depth 1 (the digest's 8-bit parity; 'shallow'); the paper's widths, optimiser and "
+               "seeds are not public: tinyscope's probe trains full-batch on all 256 inputs (Adam 3e-2, cosine, "
+               "≤ 2,000 steps, 3 seeds, widths 1-32); a width counts when one seed reaches 100%; computed by "
+               "training, 2-5 minutes on 2 cores")
+SYN_NOTE = ("the paper measures BLiMP licensing and quantifier phenomena at 125M scale; tinyscope's stand-in is "
+            "the licensing language at the cpu preset, trained two epochs (evaluations at the end of each); "
+            "'licensed_acc' is the top-1 accuracy at than / by / nor")
+
+CLAIMS = declare(
+    # parameter neutrality
+    Claim("ncffn/abstract/param-neutral/ffn-layer-768x3072", NEUTRAL, "an NC-FFN layer at d = 768, d_ff = 3072 "
+          "has 4,722,432 parameters, exactly the GELU FFN's", PaperValue("4,722,432 (= GELU)", GELU_LAYER_PARAMS),
+          within(GELU_LAYER_PARAMS, 0.5), compute=lambda: ffn_layer_parameters("nc"), experiment=EXP,
+          row="NC-FFN layer", column="parameters",
+          note="the count is the reimplementation's reading of the layer (two GELU-shaped matrices)"),
+    Claim("ncffn/abstract/param-neutral/gelu-layer-768x3072", NEUTRAL, "the GELU FFN it replaces has 4,722,432 "
+          "parameters", PaperValue("4,722,432", GELU_LAYER_PARAMS), within(GELU_LAYER_PARAMS, 0.5),
+          compute=lambda: ffn_layer_parameters("gelu"), experiment=EXP, row="GELU layer", column="parameters"),
+    Claim("ncffn/digest/param-neutral/logic-share", "Digest", "25% of an NC-FFN layer's units are fuzzy "
+          "logic operators, 75% stay GELU", PaperValue("25% logic / 75% GELU", 0.25), within(0.25, 0.005),
+          compute=logic_share, experiment=EXP, unit="%", row="NC-FFN layer", column="logic share"),
+    Claim("ncffn/abstract/param-neutral/paper-model", NEUTRAL, "the 125M model with NC-FFN has exactly the "
+          "GELU model's parameters", PaperValue("parameter-neutral", 1.0), within(1.0, 1e-9),
+          compute=lambda: lm_parameter_ratio("paper", PAPER_NC), experiment=EXP, row="paper preset, NC-FFN",
+          column="parameters / GELU's"),
+    Claim("ncffn/abstract/param-neutral/paper-model-quantifiers", NEUTRAL, "with a small quantifier block in "
+          "every layer the model keeps the GELU model's parameter count", PaperValue("parameter-neutral", 1.0),
+          within(1.0, 1e-3), compute=lambda: lm_parameter_ratio("paper", PAPER_QUANT), experiment=EXP,
+          row="paper preset, NC-FFN + quantifiers", column="parameters / GELU's",
+          note="tinyscope narrows each quantified layer's FFN by the block's parameters (to within one unit)"),
+    Claim("ncffn/abstract/param-neutral/cpu-model", NEUTRAL, "the same at the cpu preset",
+          PaperValue("parameter-neutral", 1.0), within(1.0, 1e-9),
+          compute=lambda: lm_parameter_ratio("cpu", CPU_NC), experiment=EXP, row="cpu preset, NC-FFN",
+          column="parameters / GELU's"),
+    Claim("ncffn/abstract/param-neutral/cpu-model-quantifiers", NEUTRAL, "the same with quantifiers in both "
+          "layers", PaperValue("parameter-neutral", 1.0), within(1.0, 1e-3),
+          compute=lambda: lm_parameter_ratio("cpu", CPU_QUANT), experiment=EXP,
+          row="cpu preset, NC-FFN + quantifiers", column="parameters / GELU's"),
+    Claim("ncffn/abstract/lm/n_parameters", LM, "the language model has 125M parameters",
+          PaperValue("125M", 125e6), within(125e6, 2.5e6), compute=lambda: float(_lm_parameters("paper")),
+          experiment=EXP, row="paper preset, GELU", column="parameters",
+          note="GPT-2 small's 124M has a 50,257-token BPE vocabulary with tied embeddings; the byte-level "
+               "paper preset (vocabulary 256, untied) has fewer, so this is not met until a BPE path exists"),
+    # parity
+    Claim("ncffn/abstract/parity/N=8/depth=1/nc-over-best-other", PARITY, "on N-bit parity the bounded "
+          "multiplicative (NC) units are the most parameter-efficient basis at shallow depth: the smallest "
+          "fully-NC stack that fits 8-bit parity is no larger than the smallest GELU, SwiGLU or bilinear one",
+          PaperValue("most parameter-efficient"), at_most(1.0),
+          compute=lambda: efficiency_ratio(parity_rows()), experiment=EXP, row="N = 8, depth 1",
+          column="min params: NC / best other", note="NC = the fully Boolean stack (nc_bool: every unit A·B or "
+          "A·(1−B)); the 75% GELU nc layer is the GELU FFN at small widths; " + PARITY_NOTE),
+    Claim("ncffn/digest/parity/N=8/depth=1/nc-solves", "Digest", "a single NC-FFN layer solves 8-bit parity",
+          PaperValue("solves", 1.0), at_least(1.0), compute=lambda: best_accuracy(parity_rows(), "nc"),
+          experiment=EXP, unit="%", row="N = 8, depth 1", column="best NC-FFN accuracy", note=PARITY_NOTE),
+    Claim("ncffn/digest/parity/N=8/depth=1/nc-vs-same-size-gelu", "Digest", "at its size an NC-FFN layer does "
+          "1.3× the same-size GELU on 8-bit parity", PaperValue("1.3× the same-size GELU", 1.3),
+          within(1.3, 0.15), compute=lambda: same_size_accuracy_ratio(parity_rows()), experiment=EXP,
+          row="N = 8, depth 1", column="accuracy: NC-FFN / same-size GELU",
+          note="the digest's figure is ambiguous; tinyscope reads it as accuracy at the smallest width where "
+               "NC-FFN solves parity over GELU's best accuracy at that width; " + PARITY_NOTE),
+    # sequence quantifiers and licensing, cpu scale
+    Claim("ncffn/abstract/quantifiers/cpu/half_life_median", QUANT, "trained from the sticky init, the "
+          "quantifiers' decay un-learns its stickiness: median half-life about 1.5 tokens",
+          PaperValue("~1.5 tokens", HALF_LIFE), within(HALF_LIFE, 0.5), runs=(_rs("cpu", CPU_QUANT),),
+          measure=metric("half_life_median"), row="cpu preset, NC-FFN + quantifiers", column="median half-life",
+          unit="tokens", note="licensing language, 2 layers, 16 + 16 units per layer, init decay 0.99 "
+                              "(half-life 69); the paper's scale is the 125M model"),
+    Claim("ncffn/abstract/quantifiers/cpu/n_latch", QUANT, "no quantifier unit stays a latch",
+          PaperValue("zero latch units", 0.0), at_most(0.0), runs=(_rs("cpu", CPU_QUANT),),
+          measure=metric("n_latch"), row="cpu preset, NC-FFN + quantifiers", column="latch units",
+          note="a latch: half-life ≥ 64 tokens, a whole cpu-preset window (the paper's definition is not public)"),
+    Claim("ncffn/abstract/quantifiers/cpu/licensor_classes_detected", QUANT, "quantifier units read as "
+          "licensing detectors: each licensor (comparative, passive participle, negative polarity) has a unit "
+          "that fires on it and carries it to the licensed word (than, by, nor)",
+          PaperValue("3 of 3 licensors", 3.0), at_least(3.0), runs=(_rs("cpu", CPU_QUANT),),
+          measure=metric("licensor_classes_detected"), row="cpu preset, NC-FFN + quantifiers",
+          column="licensors with a detector",
+          note="detector: fire and carry both > 0.1 (legibility.licensor_detectors) on the held-out windows"),
+    Claim("ncffn/abstract/licensing/cpu/nc-deficit-epoch2", SYN, "NC-FFN alone has a deficit on licensing "
+          "(GELU better), wider at epoch two", PaperValue("a robust deficit"), at_least(0.01),
+          runs=(_rs("cpu", two_epochs()), _rs("cpu", two_epochs(CPU_NC))),
+          measure=gap_at("licensed_acc", 2 * epoch_steps()), unit="%", row="epoch 2", column="GELU − NC-FFN",
+          note="tinyscope asks a gap of ≥ 1 point; " + SYN_NOTE),
+    Claim("ncffn/abstract/licensing/cpu/recovered-epoch1", SYN, "the quantifiers recover NC-FFN's deficit at "
+          "epoch one", PaperValue("recovered", 1.0), at_least(1.0),
+          runs=(_rs("cpu", two_epochs()), _rs("cpu", two_epochs(CPU_NC)), _rs("cpu", two_epochs(CPU_QUANT))),
+          measure=recovery_at("licensed_acc", epoch_steps()), unit="%", row="epoch 1",
+          column="share of the deficit recovered", note="0 where NC-FFN shows no deficit; " + SYN_NOTE),
+    Claim("ncffn/abstract/licensing/cpu/halved-epoch2", SYN, "at epoch two the quantifiers halve the wider gap",
+          PaperValue("halved", 0.5), within(0.5, 0.25),
+          runs=(_rs("cpu", two_epochs()), _rs("cpu", two_epochs(CPU_NC)), _rs("cpu", two_epochs(CPU_QUANT))),
+          measure=recovery_at("licensed_acc", 2 * epoch_steps()), unit="%", row="epoch 2",
+          column="share of the deficit recovered", note="0 where NC-FFN shows no deficit; " + SYN_NOTE),
+    # the paper's scale
+    Claim("ncffn/digest/lm/gelu-perplexity", "Digest", "the GELU baseline's OpenWebText perplexity is 18.32",
+          PaperValue("18.32", PPL_GELU), within(PPL_GELU, 0.5), runs=(_rs("paper"),),
+          measure=combine("exp(val_loss)", math.exp, "val_loss"), row="GELU", column="perplexity",
+          needs_gpu=True, note=PAPER_NOTE + "; a byte-level perplexity is not the paper's BPE one"),
+    Claim("ncffn/digest/lm/nc-perplexity", "Digest", "NC-FFN's OpenWebText perplexity is 18.36",
+          PaperValue("18.36", PPL_NC), within(PPL_NC, 0.5), runs=(_rs("paper", PAPER_NC),),
+          measure=combine("exp(val_loss)", math.exp, "val_loss"), row="NC-FFN", column="perplexity",
+          needs_gpu=True, note=PAPER_NOTE + "; a byte-level perplexity is not the paper's BPE one"),
+    Claim("ncffn/abstract/lm/nc-ties-gelu", LM, "at 125M NC-FFN ties the GELU baseline's perplexity",
+          PaperValue("tie (18.36 vs 18.32)", math.log(PPL_NC) / math.log(PPL_GELU)),
+          within(math.log(PPL_NC) / math.log(PPL_GELU), 0.005), runs=(_rs("paper", PAPER_NC), _rs("paper")),
+          measure=ratio("val_loss", "val_loss"), row="NC-FFN / GELU", column="held-out loss ratio", needs_gpu=True,
+          note="the loss ratio does not depend on the perplexity's unit: ln 18.36 / ln 18.32 = 1.00075, "
+               "tolerance 0.5%; " + PAPER_NOTE),
+    Claim("ncffn/abstract/quantifiers/paper/half_life_median", QUANT, "at 125M the quantifiers' median "
+          "half-life is about 1.5 tokens", PaperValue("~1.5 tokens", HALF_LIFE), within(HALF_LIFE, 0.5),
+          runs=(_rs("paper", PAPER_QUANT),), measure=metric("half_life_median"),
+          row="paper preset, NC-FFN + quantifiers", column="median half-life", unit="tokens", needs_gpu=True,
+          note="quantifiers in all 12 layers, 32 + 32 units each; " + PAPER_NOTE),
+    Claim("ncffn/abstract/quantifiers/paper/n_latch", QUANT, "at 125M no quantifier unit is a latch",
+          PaperValue("zero latch units", 0.0), at_most(0.0), runs=(_rs("paper", PAPER_QUANT),),
+          measure=metric("n_latch"), row="paper preset, NC-FFN + quantifiers", column="latch units",
+          needs_gpu=True, note="a latch: half-life ≥ 1,024 tokens, a whole window; " + PAPER_NOTE),
+    Claim("ncffn/abstract/blimp/nc-deficit", LM, "NC-FFN's one robust grammatical deficit lies in the licensing "
+          "and quantifier phenomena", PaperValue("a robust deficit"), at_least(0.01),
+          runs=(_rs("paper"), _rs("paper", PAPER_NC)), measure=difference("blimp_licensing_acc", "blimp_licensing_acc"),
+          unit="%", row="BLiMP licensing + quantifiers", column="GELU − NC-FFN", needs_gpu=True,
+          note="needs a BLiMP evaluator writing blimp_licensing_acc (not yet in tinyscope); " + PAPER_NOTE),
+    Claim("ncffn/abstract/blimp/quantifiers-recover", LM, "the quantifier block recovers the deficit",
+          PaperValue("recovered at epoch 1"), at_least(0.0),
+          runs=(_rs("paper", PAPER_QUANT), _rs("paper")),
+          measure=difference("blimp_licensing_acc", "blimp_licensing_acc"), unit="%",
+          row="BLiMP licensing + quantifiers", column="NC-FFN + quantifiers − GELU", needs_gpu=True,
+          note="the paper's epochs are not the preset's steps; needs a BLiMP evaluator writing "
+               "blimp_licensing_acc; " + PAPER_NOTE),
+    Claim("ncffn/abstract/lm/lambada-lead", LM, "with quantifiers the model modestly leads the GELU baseline on "
+          "LAMBADA", PaperValue("modestly ahead"), at_least(0.001), runs=(_rs("paper", PAPER_QUANT), _rs("paper")),
+          measure=difference("lambada_acc", "lambada_acc"), unit="%", row="LAMBADA",
+          column="NC-FFN + quantifiers − GELU", needs_gpu=True,
+          note="a lead of ≥ 0.1 point; needs a LAMBADA last-word evaluator writing lambada_acc; " + PAPER_NOTE),
+    Claim("ncffn/abstract/lm/nc_bool-diverges", LM, "a fully Boolean FFN (no GELU units) diverges in training",
+          PaperValue("diverges"), at_least(0.5), runs=(_rs("paper", PAPER_BOOL),), measure=diverged(),
+          aggregate="fraction", row="fully Boolean FFN", column="seeds diverged", needs_gpu=True,
+          note="diverged: a logged training loss non-finite or above 1.5× its best so far; a majority of seeds; "
+               + PAPER_NOTE),
+    Claim("ncffn/digest/lm/nc_bool-diverges-by-16k", "Digest", "it diverges within about the first 16k steps",
+          PaperValue("within ~16k steps", DIVERGE_STEPS), at_most(DIVERGE_STEPS),
+          runs=(_rs("paper", PAPER_BOOL),), measure=steps_to_divergence(), aggregate="median",
+          row="fully Boolean FFN", column="step of divergence", needs_gpu=True, note=PAPER_NOTE),
+)
