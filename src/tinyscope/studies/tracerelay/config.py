@@ -18,7 +18,11 @@ from tinyscope.train.trainer import TrainConfig
 
 @dataclass
 class TraceRelayEvalConfig:
-    """Fixed evaluation sets (App. A, Table 2): drawn from (seed, length), shared by all runs."""
+    """Fixed evaluation sets (App. A, Table 2): drawn from (seed, length), shared by all runs.
+
+    eval_seed: None (default) draws the final sets from ``final_seed``; an integer draws fresh
+    final sets from the generator ``(eval_seed, length, stream 1)`` at the same lengths, which no
+    run's own sets share (`tinyscope eval RUN --seed S`; see ``Experiment.fresh_eval_config``)."""
 
     val_lengths: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
     id_lengths: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
@@ -28,6 +32,7 @@ class TraceRelayEvalConfig:
     n_ood: int | None = None        # examples per OOD length; None = n_final
     val_seed: int = 20261007
     final_seed: int = 20261006
+    eval_seed: int | None = None
     batch_size: int = 128
 
     def __post_init__(self):

@@ -16,7 +16,8 @@ greedy free-generation exact ranking + EOS), ``ce@T`` its cross-entropy (Most-Fr
 teacher-forced). ``id_acc`` / ``id_ce`` are unweighted means over the ID lengths: the
 selection, tie-break and stopping metrics. Final evaluation adds OOD lengths, Dyck slices
 (``dist{bin}_acc@T`` / ``dist{bin}_n@T``, ``depth{d}_acc@T`` / ``depth{d}_n@T``; empty bins are
-omitted, not zero) and Most-Freq diagnostics and shortcut baselines.
+omitted, not zero) and Most-Freq diagnostics, shortcut baselines and teacher-forced / greedy
+disagreement counts (``tf_greedy_disagree@T``, their sum and maximum).
 
 One class, :class:`TraceRelayExperiment`, serves every task: what differs between tasks is a
 :class:`TaskSpec` (task and config classes, presets, scoring, and whether the task is a
@@ -25,6 +26,7 @@ final-position classification). Configs: :mod:`.config`; scoring: :mod:`.scoring
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -61,6 +63,7 @@ from tinyscope.studies.tracerelay.task import (
 from tinyscope.tasks.base import Batch, fingerprint
 
 CITATION = Citation("", "TraceRelay: Attention-Aligned Recurrence over Rolling Traces", 2026)
+FRESH_STREAM = 1  # the generator stream of fresh final sets (eval.eval_seed), apart from every run's own
 
 # ----------------------------------------------------------------------------- presets
 ER_PRESETS = {
@@ -173,13 +176,22 @@ class TraceRelayExperiment(Experiment):
 
         return evaluate
 
+    def final_set(self, cfg, task, T: int, n: int) -> Batch:
+        """The final evaluation set of ``n`` examples at length ``T``: drawn from
+        ``eval.final_seed``, or, for a fresh evaluation (``eval.eval_seed`` set), from the fresh
+        stream of ``eval.eval_seed``."""
+        e = cfg.eval
+        if e.eval_seed is None:
+            return task.eval_set(T, n, e.final_seed)
+        return task.eval_set(T, n, e.eval_seed, stream=FRESH_STREAM)
+
     def final_sets(self, cfg, task):
         """(length, is_id, batch) of the final evaluation, generated one length at a time."""
         e = cfg.eval
         for T in e.id_lengths:
-            yield T, True, task.eval_set(T, e.n_final, e.final_seed)
+            yield T, True, self.final_set(cfg, task, T, e.n_final)
         for T in e.ood_lengths:
-            yield T, False, task.eval_set(T, e.n_ood or e.n_final, e.final_seed)
+            yield T, False, self.final_set(cfg, task, T, e.n_ood or e.n_final)
 
     def final_evaluation(self, cfg, task, model) -> dict:
         model.eval()
@@ -192,8 +204,11 @@ class TraceRelayExperiment(Experiment):
                 id_acc.append(m["acc"])
                 id_ce.append(m["ce"])
         out["id_acc"], out["id_ce"] = float(np.mean(id_acc)), float(np.mean(id_ce))
+        disagree = [v for k, v in out.items() if k.startswith("tf_greedy_disagree@")]
+        if disagree:  # Most-Freq: examples whose teacher-forced and greedy exactness differ (App. A)
+            out["tf_greedy_disagree"], out["tf_greedy_disagree_max"] = float(sum(disagree)), float(max(disagree))
         if self.spec.classification:
-            labels = task.eval_set(cfg.eval.id_lengths[-1], cfg.eval.n_final, cfg.eval.final_seed).meta["label"]
+            labels = self.final_set(cfg, task, cfg.eval.id_lengths[-1], cfg.eval.n_final).meta["label"]
             counts = np.bincount(labels, minlength=task.n_out)
             out.update({f"class{c}_n": float(n) for c, n in enumerate(counts)})
             out["majority_baseline"] = float(counts.max() / counts.sum())
@@ -204,10 +219,23 @@ class TraceRelayExperiment(Experiment):
 
     def eval_fingerprint(self, cfg, task) -> str:
         e = cfg.eval
-        parts = [task.eval_set(T, min(e.n_final, 64), e.final_seed).fingerprint()
+        parts = [self.final_set(cfg, task, T, min(e.n_final, 64)).fingerprint()
                  for T in list(e.id_lengths) + list(e.ood_lengths)]
+        fresh = [] if e.eval_seed is None else [e.eval_seed, FRESH_STREAM]
         return fingerprint(np.frombuffer("".join(parts).encode(), np.uint8),
-                           np.array([e.n_final, e.n_ood or e.n_final, e.final_seed]))
+                           np.array([e.n_final, e.n_ood or e.n_final, e.final_seed, *fresh]))
+
+    def fresh_eval_config(self, cfg, seed: int, n: int | None = None):
+        """The final sets drawn afresh from ``seed`` at the run's own ID and OOD lengths, ``n``
+        examples per length (default: the run's counts); model, training and validation unchanged."""
+        e = cfg.eval
+        fresh = dataclasses.replace(e, eval_seed=int(seed), n_final=n or e.n_final, n_ood=n or e.n_ood)
+        return dataclasses.replace(cfg, eval=fresh)
+
+    def claims(self) -> list:
+        from tinyscope.studies.tracerelay.claims import CLAIMS
+
+        return [c for c in CLAIMS if c.experiment == self.name]
 
     # ------------------------------------------------------------ what a run offers
     def views(self, run, options: ViewOptions | None = None) -> list[View]:

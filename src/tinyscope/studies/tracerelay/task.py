@@ -47,9 +47,11 @@ def _lengths(rng: np.random.Generator, lo: int, hi: int, even: bool = False) -> 
     return int(rng.integers(lo, hi + 1))
 
 
-def eval_rng(seed: int, length: int) -> np.random.Generator:
-    """The generator of a fixed evaluation set at ``length``."""
-    return np.random.default_rng([int(seed), int(length)])
+def eval_rng(seed: int, length: int, stream: int | None = None) -> np.random.Generator:
+    """The generator of a fixed evaluation set at ``length``: ``default_rng([seed, length])``, or
+    ``default_rng([seed, length, stream])`` for a separate family of sets (the fresh sets of
+    `tinyscope eval RUN --seed S`), which no plain seed reproduces."""
+    return np.random.default_rng([int(seed), int(length)] + ([] if stream is None else [int(stream)]))
 
 
 # ----------------------------------------------------------------------------- Equal Repeats
@@ -113,8 +115,8 @@ class EqualRepeats:
         tokens, labels, runs = equal_repeats(rng, batch_size, T)
         return final_position_batch(tokens, labels, {"runs": runs})
 
-    def eval_set(self, length: int, n: int, seed: int) -> Batch:
-        tokens, labels, runs = equal_repeats(eval_rng(seed, length), n, length)
+    def eval_set(self, length: int, n: int, seed: int, stream: int | None = None) -> Batch:
+        tokens, labels, runs = equal_repeats(eval_rng(seed, length, stream), n, length)
         return final_position_batch(tokens, labels, {"runs": runs})
 
 
@@ -241,8 +243,8 @@ class BoundedDyck:
         T = _lengths(rng, self.cfg.min_len, self.cfg.max_len, even=True)
         return dyck_batch(*dyck(rng, batch_size, T, self.cfg.k, self.cfg.m), self.cfg.k)
 
-    def eval_set(self, length: int, n: int, seed: int) -> Batch:
-        return dyck_batch(*dyck(eval_rng(seed, length), n, length, self.cfg.k, self.cfg.m), self.cfg.k)
+    def eval_set(self, length: int, n: int, seed: int, stream: int | None = None) -> Batch:
+        return dyck_batch(*dyck(eval_rng(seed, length, stream), n, length, self.cfg.k, self.cfg.m), self.cfg.k)
 
 
 # ----------------------------------------------------------------------------- Most-Freq
@@ -316,8 +318,8 @@ class MostFreq:
         T = _lengths(rng, self.cfg.min_len, self.cfg.max_len)
         return self.batch(*self.sources(rng, batch_size, T))
 
-    def eval_set(self, length: int, n: int, seed: int) -> Batch:
-        return self.batch(*self.sources(eval_rng(seed, length), n, length))
+    def eval_set(self, length: int, n: int, seed: int, stream: int | None = None) -> Batch:
+        return self.batch(*self.sources(eval_rng(seed, length, stream), n, length))
 
     # ------------------------------------------------------------ baselines and metrics
     def with_eos(self, ranking: list[np.ndarray]) -> np.ndarray:
