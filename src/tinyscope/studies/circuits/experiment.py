@@ -10,7 +10,9 @@ is exact on the training depths, ``smoke`` a few steps for tests. Default seed 8
 paper's first; :data:`PAPER_SEEDS` lists all ten.
 
 Evaluation: the answer of the full loop (halting by itself) at depths 3..30, 100 expressions per
-depth, with token counts and whether the loop halted after exactly d iterations.
+depth, with token counts and whether the loop halted after exactly d iterations
+(``depth{d}_halt_exact``, their minimum ``eval_halt_exact_min``), and the answer accuracy on the
+checked training expressions by depth (``train_depth1_acc``, ``train_depth2_acc``).
 ``tinyscope report DIR --table circuit-depth`` prints accuracy by depth for every run under DIR.
 """
 from __future__ import annotations
@@ -31,13 +33,12 @@ from tinyscope.report.tables import FunctionTable, Table, register_table
 from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
+from tinyscope.studies.circuits.protocol import CPU_EPOCHS, PAPER_EPOCHS, PAPER_SEEDS
 from tinyscope.studies.circuits.task import ExpressionSet, LogicTask, LogicTaskConfig
 from tinyscope.train.trainer import TrainConfig
 
 CITATION = Citation("Ito, Puri, Campbell, Ram", "Universal Transformers for Circuit Computations", 2026, "arXiv 2608.31067")
 
-PAPER_SEEDS = (8739, 7520, 1936, 7439, 6210, 5650, 5395, 3140, 1243, 5353)
-PAPER_EPOCHS = {"boolean": 1000, "arithmetic": 50, "listops": 300}
 BCE_EPS = 1e-4  # the soft state is squashed into [eps, 1 - eps] so log never sees 0
 
 
@@ -279,6 +280,26 @@ class CircuitExperiment(Experiment):
 
         return evaluate
 
+    def train_depth_metrics(self, model, cfg, task: LogicTask) -> dict:
+        """``train_depth{1,2}_acc``: answer accuracy of the looped model on the training-set
+        expressions the evaluator checks (``eval.train_eval_size`` of them), by depth; the paper
+        reports its baselines only for seeds with >= 0.95 on both training depths (Table 2)."""
+        train = self._train_data(cfg, task)
+        ok = self.answers(model, cfg, task, train) == self._value_index(task, train.values)
+        return {f"train_depth{d}_acc": float(ok[train.depths == d].mean()) for d in (1, 2) if (train.depths == d).any()}
+
+    def fresh_eval_config(self, cfg: CircuitRunConfig, seed: int, n: int | None = None) -> CircuitRunConfig:
+        """Evaluation expressions drawn afresh from ``seed`` at the run's own depths (3..30 and
+        the quick depths), ``n`` per depth (default: the run's count); model and training data
+        unchanged."""
+        task = dataclasses.replace(cfg.task, eval_seed=int(seed), eval_per_depth=n or cfg.task.eval_per_depth)
+        return dataclasses.replace(cfg, task=task)
+
+    def claims(self) -> list:
+        from tinyscope.studies.circuits.claims import CLAIMS
+
+        return [c for c in CLAIMS if c.experiment == self.name]
+
     def step_metrics(self, model, b: dict) -> dict:
         out = model.step(model.embed(b["tokens"]))
         D = model.cfg.D
@@ -294,21 +315,23 @@ class CircuitExperiment(Experiment):
     def final_evaluation(self, cfg: CircuitRunConfig, task: LogicTask, model) -> dict:
         from tinyscope.studies.circuits.construction import compare_weights
 
-        metrics = dict(self.evaluator(cfg, task)(model))
+        metrics = dict(self.evaluator(cfg, task)(model)) | self.train_depth_metrics(model, cfg, task)
         g = task.grammar
-        accs = []
+        accs, halts = [], []
         for d in cfg.task.eval_depths:
             data = task.eval_set(d)
             pred, iters = circuit_answers(model, data, g.n_classes, cfg.eval.max_tokens_per_batch)
             acc = float(np.mean(pred == self._value_index(task, data.values)))
             accs.append(acc)
+            halts.append(float(np.mean(iters == d)))
             metrics[f"depth{d}_acc"] = acc
-            metrics[f"depth{d}_halt_exact"] = float(np.mean(iters == d))
+            metrics[f"depth{d}_halt_exact"] = halts[-1]
             metrics[f"depth{d}_tokens_mean"] = float(data.lengths.mean())
             metrics[f"depth{d}_tokens_sd"] = float(data.lengths.std(ddof=1)) if len(data) > 1 else 0.0
             metrics[f"depth{d}_tokens_max"] = float(data.lengths.max())
         metrics["eval_acc_mean"] = float(np.mean(accs))
         metrics["eval_acc_min"] = float(np.min(accs))
+        metrics["eval_halt_exact_min"] = float(np.min(halts))
         cmp = compare_weights(model)
         metrics |= {k: float(v) for k, v in cmp.items() if isinstance(v, (bool, float))}
         return metrics
@@ -348,7 +371,7 @@ class CircuitBaselineExperiment(CircuitExperiment):
 
     @torch.no_grad()
     def final_evaluation(self, cfg: BaselineRunConfig, task: LogicTask, model) -> dict:
-        metrics = dict(self.evaluator(cfg, task)(model))
+        metrics = dict(self.evaluator(cfg, task)(model)) | self.train_depth_metrics(model, cfg, task)
         accs = []
         for d in cfg.task.eval_depths:
             data = task.eval_set(d)
@@ -412,7 +435,6 @@ def accuracy_figure(metrics: dict, title: str):
     return fig
 
 
-CPU_EPOCHS = {"boolean": 300, "arithmetic": 6, "listops": 60}
 for _g in ("boolean", "arithmetic", "listops"):
     register(CircuitExperiment(_g, CPU_EPOCHS[_g]))
     register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g]))

@@ -26,6 +26,7 @@ from tinyscope.studies.circuits.reduction import reduce_once
 from tinyscope.tasks.base import Batch, fingerprint
 
 P_DEEP = {"boolean": 0.42, "arithmetic": 0.373, "listops": 0.28}  # calibrated to the paper's depth-30 token means
+FRESH_STREAM = 1  # generator stream of fresh evaluation sets (LogicTaskConfig.eval_seed)
 
 
 @dataclass
@@ -42,6 +43,8 @@ class LogicTaskConfig:
     eval_per_depth: int = 100
     eval_max_tokens: int = 0             # > 0: redraw evaluation expressions longer than this
     data_seed: int = 0
+    eval_seed: int | None = None         # None: evaluation sets from data_seed; an integer: fresh sets
+                                         # (`tinyscope eval RUN --seed S`) from their own stream
 
     def __post_init__(self):
         check_choice("task.grammar", self.grammar, tuple(GRAMMARS))
@@ -161,10 +164,13 @@ class LogicTask:
 
     # ------------------------------------------------------------ evaluation
     def eval_set(self, d: int) -> ExpressionSet:
-        """``eval_per_depth`` expressions of depth ``d``, fixed by ``data_seed``."""
+        """``eval_per_depth`` expressions of depth ``d``, fixed by ``data_seed`` (generator
+        ``[data_seed, 1000 + d]``), or, with ``eval_seed`` set, drawn afresh from the generator
+        ``[eval_seed, 1000 + d, FRESH_STREAM]``, which no run's own sets share."""
         if d not in self._eval:
             g, cfg = self.grammar, self.cfg
-            rng = np.random.default_rng([cfg.data_seed, 1000 + int(d)])
+            key = [cfg.data_seed, 1000 + int(d)] if cfg.eval_seed is None else [cfg.eval_seed, 1000 + int(d), FRESH_STREAM]
+            rng = np.random.default_rng(key)
             exprs = []
             while len(exprs) < cfg.eval_per_depth:
                 e = sample_expression(g, rng, d, cfg.p_deep)
