@@ -29,9 +29,8 @@ LEDGER_NAME = "ledger.json"
 
 
 def studies_dir() -> Path:
-    import tinyscope.studies
-
-    return Path(tinyscope.studies.__path__[0])
+    """The folder of the study packages (``tinyscope/studies``), found by path, not by import."""
+    return Path(__file__).resolve().parents[1] / "studies"
 
 
 def ledger_path(study: str, root: Path | None = None) -> Path:

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyscope.errors import ConfigError
-from tinyscope.runs import ledger, registry
+from tinyscope.runs import ledger, registry, zoo
 from tinyscope.runs.claims import Claim, ClaimError, Measurement, RunRecord, RunSet, measure_claim, median_seed, time_to
 from tinyscope.sweep.grid import RunSpec, setting_name
 from tinyscope.train.checkpoint import atomic_write_bytes, atomic_write_json
-
 
 SMOKE = "smoke"
 
@@ -378,13 +378,52 @@ def _version() -> str:
     return __version__
 
 
+def export_entry(run_path: Path, name: str, claims: list[str], command: str, root: Path | None = None) -> zoo.ZooEntry:
+    """Copy the selected model of the run at ``run_path`` into the zoo as ``name`` (replacing an
+    older entry of that name): config.json, results.json, the weights only, zoo.json, README.md."""
+    import torch
+
+    from tinyscope.runs.rundir import load_run
+    from tinyscope.train import checkpoint as ckpt
+
+    root = root or zoo.zoo_dir()
+    run = load_run(run_path, "best")
+    state = ckpt.unwrap(run.model).state_dict()
+    n_bytes = sum(t.numel() * t.element_size() for t in state.values())
+    dtype = "bfloat16" if n_bytes > zoo.BF16_ABOVE_BYTES else "float32"
+    if dtype == "bfloat16":
+        state = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}
+    tmp = root / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "checkpoints").mkdir(parents=True)
+    shutil.copy2(run_path / "config.json", tmp / "config.json")
+    shutil.copy2(run_path / "results.json", tmp / "results.json")
+    ckpt.save_tensors(tmp / "checkpoints" / "best.safetensors", {k: v.contiguous() for k, v in state.items()},
+                      {"step": run.step, "zoo_dtype": dtype})
+    cfg_record = json.loads((run_path / "config.json").read_text())
+    info = {"name": name, "experiment": run.experiment.name, "preset": run.preset, "seed": run.cfg.seed,
+            "step": run.step, "stage": run.stage, "dtype": dtype, "claims": sorted(claims), "command": command,
+            "recheck": f"tinyscope eval zoo:{name} --seed 12345", "exported": time.strftime("%Y-%m-%d"),
+            "tinyscope_version": cfg_record.get("tinyscope_version")}
+    ckpt.atomic_write_json(tmp / "zoo.json", info)
+    (tmp / "README.md").write_text(f"`{command}` (the median seed, {run.cfg.seed}; weights {dtype}) backs "
+                                   f"{', '.join(f'`{c}`' for c in sorted(claims))}; recheck with "
+                                   f"`tinyscope eval zoo:{name} --seed 12345`.\n")
+    final = root / name
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    total = sum(e.size_bytes for e in zoo.entries(root))
+    if total > zoo.ZOO_LIMIT_BYTES:
+        raise ConfigError(f"the zoo is now {total / 2**20:.1f} MB, over its {zoo.ZOO_LIMIT_BYTES // 2**20} MB limit; "
+                          f"remove an entry (zoo/{name} was written)")
+    return zoo.ZooEntry(name, final, info)
+
+
 def export_zoo(p: Plan, results: list[ClaimResult]) -> dict[str, str]:
     """A zoo entry for the first run set of every met claim that a fresh evaluation of one run
     can recheck (a measure of the final evaluation): its median seed, named
     ``<experiment>-<preset>[-<setting>]``; one entry serves every such claim on the same runs.
     Returns claim id -> entry name."""
-    from tinyscope.runs import zoo
-
     chosen: dict[str, tuple[RunSet, int, list[str]]] = {}
     for r in results:
         if r.zoo_seed is None or not r.claim.runs or not r.claim.measure.final_only:
@@ -396,7 +435,7 @@ def export_zoo(p: Plan, results: list[ClaimResult]) -> dict[str, str]:
     names = {}
     for rs, seed, ids in chosen.values():
         name = f"{rs.experiment}-{rs.preset}" + (f"-{setting_name(_pairs(rs.overrides))}" if rs.overrides else "")
-        zoo.export(p.run_dir(rs, seed), name, ids, rs.command(seed))
+        export_entry(p.run_dir(rs, seed), name, ids, rs.command(seed))
         names.update({i: name for i in ids})
     return names
 

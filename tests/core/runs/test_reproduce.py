@@ -65,7 +65,7 @@ def test_zoo_export_and_fresh_recheck(done, tmp_path, monkeypatch, capsys):
     (tmp_path / "zoo").mkdir()
     rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
     seed = min(rule.measurement.per_seed)
-    entry = zoo.export(plan.run_dir(rule.claim.runs[0], seed), "ple-smoke", [rule.claim.id], "tinyscope run ...")
+    entry = reproduce.export_entry(plan.run_dir(rule.claim.runs[0], seed), "ple-smoke", [rule.claim.id], "tinyscope run ...")
     assert entry.info["dtype"] == "float32" and entry.size_bytes < 2**20
     assert [e.name for e in zoo.entries()] == ["ple-smoke"]
     assert main(["eval", "zoo:ple-smoke", "--seed", "12345", "--n", "20"]) == 0
