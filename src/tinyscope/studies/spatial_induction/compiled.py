@@ -18,7 +18,7 @@ from tinyscope.models.utils import count_parameters
 from tinyscope.runs.experiment import Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.spatial_induction.experiment import CITATION, SETTINGS, SihEvalConfig, task_config
-from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask
+from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask, fresh_eval_task
 from tinyscope.train.trainer import TrainConfig
 
 
@@ -103,6 +103,20 @@ class CompiledSihExperiment(Experiment):
     def evaluator(self, cfg: CompiledRunConfig, task: CellularTask):
         return lambda model: self.final_evaluation(cfg, task, model)
 
+    def write_compiled(self, cfg: CompiledRunConfig, out) -> dict:
+        """The run directory of the compiled circuit (see :func:`write_compiled`)."""
+        return write_compiled(self, cfg, out)
+
+    def fresh_eval_config(self, cfg: CompiledRunConfig, seed: int, n: int | None = None) -> CompiledRunConfig:
+        """The test set drawn afresh from ``seed`` (``n`` trajectories), as for a trained run."""
+        return dataclasses.replace(cfg, task=fresh_eval_task(cfg.task, seed, n))
+
+    def claims(self) -> list:
+        """Theorem 9's exactness, Lemma 6's grid independence and Table 8's widths (claims.py)."""
+        from tinyscope.studies.spatial_induction.claims import claims_of
+
+        return claims_of(self.name)
+
     def final_evaluation(self, cfg: CompiledRunConfig, task: CellularTask, model: torch.nn.Module) -> dict:
         """TF metrics of the Layer-2 output B4 on the fixed coverage-filtered test set, with the
         largest KL to the Bayes posterior over resolvable scored cells (alpha of the config for
@@ -133,45 +147,56 @@ for _setting in SETTINGS:
 
 
 def write_compiled_run(setting: str, regime: str, out, overrides: list[str] | None = None) -> dict:
-    """Compile, save and evaluate a circuit into run directory ``out``; returns results.json."""
-    from pathlib import Path
-
+    """``tinyscope construct``: compile the circuit of ``sih-compiled-{setting}-{regime}`` at its
+    ``paper`` preset with ``overrides`` into run directory ``out``; returns results.json."""
     from tinyscope.runs import registry
-    from tinyscope.runs.rundir import _config_record, build
-    from tinyscope.train import checkpoint as ckpt
 
     exp = registry.get(f"sih-compiled-{setting}-{regime}")
-    cfg = exp.config("paper", None, overrides)
+    return exp.write_compiled(exp.config("paper", None, overrides), out)
+
+
+def write_compiled(exp: CompiledSihExperiment, cfg: CompiledRunConfig, out, preset: str = "paper") -> dict:
+    """Compile, evaluate and save the circuit of ``cfg`` into run directory ``out``: config.json,
+    checkpoints/best.safetensors, results.json (the final evaluation, the construction's sizes,
+    the grid-independence rows and, for stochastic rules, KL against beta) and report.html.
+
+    Everything is measured before anything is written, so a failure leaves no partial run
+    directory behind; a directory that already holds a run is refused."""
+    from pathlib import Path
+
+    from tinyscope.report.run_report import write_run_report
+    from tinyscope.runs.rundir import _config_record, build, load_run
+    from tinyscope.train import checkpoint as ckpt
+
     out = Path(out)
     if (out / "config.json").exists():
         raise ConfigError(f"{out} already holds a run; choose another --out")
     task, model = build(exp, cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    ckpt.atomic_write_json(out / "config.json", _config_record(exp, "paper", cfg))
-    ckpt.save_model(out / "checkpoints" / "best.safetensors", model, step=0)
     circuit = compile_circuit(cfg, task)
-    results = {"experiment": exp.name, "preset": "paper", "seed": cfg.seed, "steps": 0, "selected_step": 0,
+    results = {"experiment": exp.name, "preset": preset, "seed": cfg.seed, "steps": 0, "selected_step": 0,
                "construction": circuit.describe(), "metrics": exp.final_evaluation(cfg, task, model),
                "eval_fingerprint": exp.eval_fingerprint(cfg, task),
                "n_parameters": count_parameters(model)}
-    results["grid_independence"] = grid_independence(setting, cfg)
+    results["grid_independence"] = grid_independence(exp.setting, cfg)
     if task.stochastic:
         from tinyscope.studies.spatial_induction.constructions.dedicated_heads import construction_one
         from tinyscope.studies.spatial_induction.constructions.figures import kl_vs_beta
         from tinyscope.studies.spatial_induction.constructions.shared_head import construction_two
 
         ev = task.eval_set("test").select(slice(0, 16))
-        build = construction_one if cfg.construction.construction == "I" else construction_two
-        results["kl_vs_beta"] = kl_vs_beta(task, ev, build)
+        build_circuit = construction_one if cfg.construction.construction == "I" else construction_two
+        results["kl_vs_beta"] = kl_vs_beta(task, ev, build_circuit)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt.atomic_write_json(out / "config.json", _config_record(exp, preset, cfg))
+    ckpt.save_model(out / "checkpoints" / "best.safetensors", model, step=0)
     ckpt.atomic_write_json(out / "results.json", results)
-    from tinyscope.report.run_report import write_run_report
-    from tinyscope.runs.rundir import load_run
-
     write_run_report(load_run(out))  # the widths table and the KL-vs-beta figure
     return results
 
 
-GRIDS = {"eca": ([16], [64], [256]), "v3": ([16], [64], [256]), "vn2d": ([6, 6], [8, 8], [12, 12])}
+# the grids of the grid-independence check; the smallest V = 3 grid is Table 4's Z_32 (16 cells
+# give 32 context transitions, which almost never cover all 27 configurations)
+GRIDS = {"eca": ([16], [64], [256]), "v3": ([32], [64], [256]), "vn2d": ([6, 6], [8, 8], [12, 12])}
 
 
 def grid_independence(setting: str, cfg: CompiledRunConfig) -> list[dict]:

@@ -11,6 +11,7 @@ two CPU cores (see docs/cellular.md for what was tried); ``smoke`` = seconds, fo
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -20,7 +21,7 @@ from tinyscope.models.transformer import Transformer, TransformerConfig
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
 from tinyscope.runs.experiment import AnalysisOptions, AnalysisResult, Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
-from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask
+from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask, fresh_eval_task
 from tinyscope.train.trainer import TrainConfig
 
 CITATION = Citation("", "Spatial Induction Heads: In-Context Learning of Multidimensional Cellular Automata", 2026)
@@ -224,6 +225,18 @@ class SihExperiment(Experiment):
                                     seed=cfg.eval.ar_seed, batch_size=cfg.eval.eval_batch)
         out.update({f"test_{k}": v for k, v in ar.items()})
         return {k: float(v) for k, v in out.items()}
+
+    def fresh_eval_config(self, cfg: SihRunConfig, seed: int, n: int | None = None) -> SihRunConfig:
+        """Val-out, test and val-in sets drawn afresh from ``seed`` (``n`` trajectories each; the
+        run's counts when None): held-out rules of the same pools (deterministic) or fresh
+        Dirichlet rules (stochastic), coverage-filtered as the run's own; model unchanged."""
+        return dataclasses.replace(cfg, task=fresh_eval_task(cfg.task, seed, n))
+
+    def claims(self) -> list:
+        """The cells of Tables 1, 13 and 14 this experiment's runs measure (claims.py)."""
+        from tinyscope.studies.spatial_induction.claims import claims_of
+
+        return claims_of(self.name)
 
     def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
         """The rollout figure (Fig. 1 / App. I.9) for 1D binary runs."""

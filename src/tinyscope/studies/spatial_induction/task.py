@@ -7,6 +7,7 @@ mask on cell targets at t >= T0 (App. I.3); fixed by ``data_seed`` and fingerpri
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -42,6 +43,9 @@ class CellularConfig:
     n_val: int = 512                     # val-out trajectories (coverage-filtered)
     n_test: int = 1024                   # test trajectories (coverage-filtered)
     data_seed: int = 1234
+    # evaluation sets drawn afresh from this seed (`tinyscope eval RUN --seed S`) instead of
+    # ``data_seed``; the same splits, rule pools, coverage filter and sizes. None: ``data_seed``.
+    eval_seed: int | None = None
     # optional training curriculum over the horizon: the first curriculum_steps[i] training batches
     # (cumulative) use curriculum_T[i] steps, later ones the full T (positions stay absolute)
     curriculum_T: list[int] = field(default_factory=list)
@@ -62,6 +66,7 @@ class CellularConfig:
         check(2 <= self.T0 < self.T, f"task.T0={self.T0} must satisfy 2 <= T0 < T={self.T}")
         check(self.alpha > 0, f"task.alpha={self.alpha} must be > 0")
         check(self.n_val >= 1 and self.n_test >= 1, "task.n_val and task.n_test must be >= 1")
+        check(self.eval_seed is None or self.eval_seed >= 0, f"task.eval_seed={self.eval_seed} must be >= 0 or None")
         check(len(self.curriculum_T) == len(self.curriculum_steps),
               f"task.curriculum_T={self.curriculum_T} and task.curriculum_steps={self.curriculum_steps} need one entry each")
         check(all(2 <= t <= self.T for t in self.curriculum_T), f"task.curriculum_T={self.curriculum_T} must lie in [2, T]")
@@ -75,6 +80,14 @@ class CellularConfig:
             check(all(a > 0 for a in self.curriculum_alpha), f"task.curriculum_alpha={self.curriculum_alpha} must be > 0")
         dim = len(NEIGHBOURHOODS[self.neighbourhood][0])
         check(len(self.grid) == dim, f"task.grid={self.grid} needs {dim} sides for the {self.neighbourhood} neighbourhood")
+
+
+def fresh_eval_task(cfg: CellularConfig, seed: int, n: int | None = None) -> CellularConfig:
+    """``cfg`` with every evaluation set (val-out, test, val-in) drawn afresh from ``seed``: the
+    same rule pools, held-out rules, coverage filter, grid and horizon; ``n`` trajectories per
+    set (None: the run's own counts). The training stream and the model are unaffected."""
+    n_val, n_test = (cfg.n_val, cfg.n_test) if n is None else (int(n), int(n))
+    return dataclasses.replace(cfg, eval_seed=int(seed), n_val=n_val, n_test=n_test)
 
 
 class CellularTask:
@@ -209,11 +222,21 @@ class CellularTask:
         check(split in self.EVAL_SPLITS, f"evaluation split {split!r} must be one of {', '.join(self.EVAL_SPLITS)}")
         if split not in self._eval:
             n = self.cfg.n_test if split == "test" else self.cfg.n_val
-            rng = np.random.default_rng([self.cfg.data_seed, self.EVAL_SPLITS.index(split) + 1])
+            rng = np.random.default_rng(self.eval_entropy(split))
             pool = split if split in SPLITS else "train"
             tables, traj = self.trajectories(rng, n, pool, covered=split != "val_in_nofilter")
             self._eval[split] = self.batch(tables, traj, scored_only=True)
         return self._eval[split]
+
+    FRESH_TAG = 0x5EED  # separates fresh evaluation streams from the run's own, whatever the seeds
+
+    def eval_entropy(self, split: str) -> list[int]:
+        """The seed words of evaluation split ``split``: ``[data_seed, i]`` for the run's own sets
+        (i = 1 + the split's index in EVAL_SPLITS), ``[eval_seed, i, FRESH_TAG]`` for fresh ones."""
+        i = self.EVAL_SPLITS.index(split) + 1
+        if self.cfg.eval_seed is None:
+            return [self.cfg.data_seed, i]
+        return [self.cfg.eval_seed, i, self.FRESH_TAG]
 
     def eval_fingerprint(self) -> str:
         ev = self.eval_set("test")
