@@ -18,6 +18,7 @@ with another seed instead).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -142,11 +143,26 @@ def weighted_label_loss(weights: list[float], head=None, bf16: bool = False):
     return loss
 
 
+def final_eval_seed(cfg, default: int, salt: int) -> int:
+    """The seed of one part of the final evaluation (rule harness, patching pairs, probe records,
+    chains): ``default`` (the run's own, as the paper fixes it) unless ``cfg.task.eval_seed`` asks
+    for a fresh evaluation, then a seed derived from (eval_seed, ``salt``)."""
+    if cfg.task.eval_seed is None:
+        return default
+    return int(np.random.SeedSequence([cfg.task.eval_seed, salt]).generate_state(1)[0])
+
+
 class RecordExperiment(Experiment):
     """What both THEIA experiments share: a :class:`KleeneTask` and a network from ``cfg.model``."""
 
     citation = CITATION
     study = "theia"
+
+    def claims(self) -> list:
+        """The THEIA claims this experiment owns (:mod:`tinyscope.studies.theia.claims`)."""
+        from tinyscope.studies.theia.claims import CLAIMS
+
+        return [c for c in CLAIMS if c.experiment == self.name]
 
     def build_task(self, cfg) -> KleeneTask:
         return KleeneTask(cfg.task)
@@ -192,22 +208,34 @@ class TheiaKleeneExperiment(RecordExperiment):
         model.eval()
         out: dict[str, float] = {"test_acc": self.test_accuracy(model, task)}
         for tag, rules in (("rule12", RULES_12), ("rule39", RULES_39)):
-            per_rule = rule_accuracies(model, rules, cfg.eval.n_final_per_rule, cfg.eval.rule_seed + 1)
+            per_rule = rule_accuracies(model, rules, cfg.eval.n_final_per_rule,
+                                       final_eval_seed(cfg, cfg.eval.rule_seed + 1, salt=1))
             out[f"{tag}_passed"] = float(rules_passed(per_rule))
             out[f"{tag}_mean"] = float(np.mean(list(per_rule.values())))
             out |= {f"{tag}/{name}": v for name, v in per_rule.items()}
         if cfg.model.arch == "theia":
             for op in ("OR", "AND"):
-                res = patch_order_verdict(model, cfg.eval.n_patch_pairs, op=op)
+                res = patch_order_verdict(model, cfg.eval.n_patch_pairs, seed=final_eval_seed(cfg, 12345, salt=2), op=op)
                 out[f"patch_{op}_kept"] = float(res.n_kept)
+                out[f"patch_{op}_flipped"] = float(res.n_flipped)
                 if res.n_kept:
                     out[f"patch_{op}_flip_rate"] = res.flip_rate
             if cfg.eval.probes:
-                for row in probe_boundaries(model, cfg.eval.n_probe, p_unk=cfg.task.p_unk):
+                for row in probe_boundaries(model, cfg.eval.n_probe, seed=final_eval_seed(cfg, 999, salt=3),
+                                            p_unk=cfg.task.p_unk):
                     out |= {f"probe_hu/{row.boundary}": row.has_unknown,
                             f"probe_hu_ceiling/{row.boundary}": row.has_unknown_ceiling,
                             f"probe_verdict/{row.boundary}": row.verdict}
         return out
+
+    def fresh_eval_config(self, cfg: KleeneRunConfig, seed: int, n: int | None = None) -> KleeneRunConfig:
+        """Fresh test records, rule-harness records, patching pairs and probe records, all drawn
+        from ``seed`` (the same distribution and harnesses; the model unchanged). ``n``: the test
+        records, the records per rule and the patching pairs (default: the run's own counts); the
+        probes keep their own count (a probe is fitted, so it needs its 60/20/20 split whole)."""
+        task = dataclasses.replace(cfg.task, eval_seed=int(seed), n_test=n or cfg.task.n_test)
+        ev = cfg.eval if n is None else dataclasses.replace(cfg.eval, n_final_per_rule=n, n_patch_pairs=n)
+        return dataclasses.replace(cfg, task=task, eval=ev)
 
 
 # ====================================================================== the mod-3 chain
@@ -366,9 +394,17 @@ class TheiaChainExperiment(RecordExperiment):
         """Measures the last stage's model (pure): step accuracy on the test records, the
         transition's table accuracy, final-step accuracy on chains of each length."""
         out = {"step_acc": self.test_accuracy(model.step, task), "transition_acc": transition_table_accuracy(model)}
-        acc = chain_accuracy(model, tuple(cfg.chain.lengths), cfg.chain.n_eval_chains, seed=cfg.seed + 5000,
-                             spec=task.spec, independent=cfg.chain.independent_lengths)
+        acc = chain_accuracy(model, tuple(cfg.chain.lengths), cfg.chain.n_eval_chains,
+                             seed=final_eval_seed(cfg, cfg.seed + 5000, salt=4), spec=task.spec,
+                             independent=cfg.chain.independent_lengths)
         return out | {f"chain_acc/{L}": v for L, v in acc.items()}
+
+    def fresh_eval_config(self, cfg: ChainRunConfig, seed: int, n: int | None = None) -> ChainRunConfig:
+        """Fresh test records and evaluation chains (the same lengths) drawn from ``seed``; ``n``:
+        the test records and the chains per length (default: the run's own counts)."""
+        task = dataclasses.replace(cfg.task, eval_seed=int(seed), n_test=n or cfg.task.n_test)
+        chain = dataclasses.replace(cfg.chain, n_eval_chains=n or cfg.chain.n_eval_chains)
+        return dataclasses.replace(cfg, task=task, chain=chain)
 
     def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
         """Final-step accuracy of the chain against its length, from results.json."""

@@ -317,7 +317,8 @@ def sample_chains(rng: np.random.Generator, n: int, steps: int, spec: RecordSpec
 @dataclass
 class KleeneConfig:
     """The 4-domain task: records drawn fresh per step from the seed (``n_train=0``) or from a
-    fixed pool of ``n_train`` records; a fixed test set of ``n_test`` records."""
+    fixed pool of ``n_train`` records; a fixed test set of ``n_test`` records, drawn from
+    ``data_seed`` or, when ``eval_seed`` is set, afresh from it (`tinyscope eval RUN --seed S`)."""
 
     variant: Literal["four_domain", "chain"] = "four_domain"
     p_unk: float = 0.15
@@ -325,6 +326,7 @@ class KleeneConfig:
     n_train: int = 0                 # 0 = a fresh batch each step; the paper: 1.6M fixed records
     n_test: int = 20_000             # the paper: 400k (20% of 2M)
     data_seed: int = 1234
+    eval_seed: int | None = None     # None: the test records of data_seed; S: a fresh test set drawn from S
 
     def __post_init__(self):
         check_choice("task.variant", self.variant, ("four_domain", "chain"))
@@ -332,6 +334,7 @@ class KleeneConfig:
         check(0.0 <= self.p_unk <= 1.0, f"task.p_unk={self.p_unk} must lie in [0, 1]")
         check(self.n_train >= 0, f"task.n_train={self.n_train} must be >= 0 (0 = fresh data each step)")
         check(self.n_test >= 1, f"task.n_test={self.n_test} must be >= 1")
+        check(self.eval_seed is None or self.eval_seed >= 0, f"task.eval_seed={self.eval_seed} must be None or >= 0")
 
     @property
     def spec(self) -> RecordSpec:
@@ -348,8 +351,9 @@ class KleeneTask:
         self.spec = self.cfg.spec
         self._pool = (sample_records(np.random.default_rng([self.cfg.data_seed, 0]), self.cfg.n_train, self.spec)
                       if self.cfg.n_train else None)
-        self._test = records_batch(sample_records(np.random.default_rng([self.cfg.data_seed, 1]),
-                                                  self.cfg.n_test, self.spec), self.spec)
+        test_seed = [self.cfg.data_seed, 1] if self.cfg.eval_seed is None else [self.cfg.eval_seed, 1, 1]
+        self._test = records_batch(sample_records(np.random.default_rng(test_seed), self.cfg.n_test, self.spec),
+                                   self.spec)
 
     def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
         if self._pool is None:
