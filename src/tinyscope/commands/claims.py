@@ -16,7 +16,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_claims)
 
     p = sub.add_parser("reproduce", help="run what a study's (or some claims') reproduction needs and judge the claims")
-    p.add_argument("targets", nargs="+", metavar="STUDY|CLAIM", help="study names, claim ids or id prefixes")
+    p.add_argument("targets", nargs="+", metavar="STUDY|CLAIM", help="study names, experiment names, claim ids or id prefixes")
     p.add_argument("--preset", default=None, help="only the claims declared at this preset (default: every claim at its own); "
                         "smoke: every claim at the smoke preset, a quick check that is never recorded")
     p.add_argument("--seeds", type=int, default=None, metavar="N",

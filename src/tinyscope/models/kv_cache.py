@@ -1,9 +1,11 @@
 """Incremental (KV-cached) decoding for :class:`~tinyscope.models.transformer.Transformer`.
 
 The decoder reads the model's own modules (embeddings, LayerNorms, W_Q/W_K/W_V/W_O, FFNs,
-unembedding) and keeps, per layer, the keys and values of every position seen so far, so one
-new token costs one row of attention instead of a full forward pass. ``prefill`` + ``step``
-reproduce ``model(tokens)`` exactly (tests compare them); hooks are not run.
+unembedding) and keeps, per layer, the keys and values of every position seen so far in buffers
+allocated once for the whole context at ``prefill`` (appending is a copy into the buffer, not a
+concatenation, so decoding L tokens costs O(L) copies rather than O(L²)), so one new token costs
+one row of attention instead of a full forward pass. ``prefill`` + ``step`` reproduce
+``model(tokens)`` exactly (tests compare them); hooks are not run.
 """
 from __future__ import annotations
 
@@ -56,13 +58,14 @@ class KVCacheDecoder:
             k = attn.W_K(h).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
             v = attn.W_V(h).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
             if first:
-                self.keys.append(k)
-                self.values.append(v)
-            else:
-                self.keys[layer] = torch.cat([self.keys[layer], k], dim=2)  # (B, H, S, Dh)
-                self.values[layer] = torch.cat([self.values[layer], v], dim=2)  # (B, H, S, Dh)
-            K, Vv = self.keys[layer], self.values[layer]
-            S = K.shape[2]
+                cap = max(T, m.cfg.n_ctx)
+                self.keys.append(k.new_empty(B, H, cap, Dh))  # (B, H, n_ctx, Dh)
+                self.values.append(v.new_empty(B, H, cap, Dh))  # (B, H, n_ctx, Dh)
+            S = self.length + T
+            check(S <= self.keys[layer].shape[2], f"decoding past the model context of {m.cfg.n_ctx} positions")
+            self.keys[layer][:, :, self.length:S] = k
+            self.values[layer][:, :, self.length:S] = v
+            K, Vv = self.keys[layer][:, :, :S], self.values[layer][:, :, :S]  # (B, H, S, Dh)
             scores = q @ K.transpose(-1, -2) / math.sqrt(Dh)  # (B, H, T, S)
             # causal: query i (absolute S - T + i) sees keys j <= S - T + i
             allowed = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)

@@ -155,10 +155,16 @@ def _common_seeds(runs: Runs, sets: Sequence[int]) -> list[int]:
     return sorted(common or ())
 
 
+# Entries of results.json that describe the training run rather than its final evaluation: a
+# fresh evaluation of the model cannot measure them again.
+RUN_ENTRIES = ("steps", "wall_time", "selected_step", "eval_time", "n_parameters", "phases")
+
+
 def metric(key: str, run_set: int = 0) -> Measure:
     """The final value of ``key`` (results.json ``metrics``, or a top-level entry) in each run."""
+    of_training = key.split(".", 1)[0] in RUN_ENTRIES
     return Measure(key, lambda runs: {s: r.value(key) for s, r in (runs[run_set].items() if runs else ())},
-                   final_only=run_set == 0, key=key)
+                   final_only=run_set == 0 and not of_training, key=key)
 
 
 def reached(key: str, op: str, threshold: float) -> Measure:
@@ -487,20 +493,26 @@ def _declared_order(c: Claim) -> int:
 
 
 def select(names: Sequence[str]) -> list[Claim]:
-    """Claims by study name, claim id, or id prefix (``spatial_induction/table13``)."""
+    """Claims by study name, experiment name (the claims it owns), claim id, or id prefix
+    (``spatial_induction/table13``)."""
     from tinyscope.runs import registry
 
     claims = all_claims()
     if not names:
         return claims
     studies = set(registry.study_names())
+    experiments = set(registry.names())
     chosen: dict[str, Claim] = {}
     for name in names:
-        hits = [c for c in claims if c.study == name] if name in studies else \
-            [c for c in claims if c.id == name or c.id.startswith(name.rstrip("/") + "/")]
+        if name in studies:
+            hits = [c for c in claims if c.study == name]
+        elif name in experiments:
+            hits = [c for c in claims if c.experiment == name]
+        else:
+            hits = [c for c in claims if c.id == name or c.id.startswith(name.rstrip("/") + "/")]
         if not hits:
-            raise ConfigError(f"{name!r} is neither a study ({', '.join(sorted(studies))}) nor a claim id "
-                              f"or prefix; `tinyscope claims` lists them")
+            raise ConfigError(f"{name!r} is neither a study ({', '.join(sorted(studies))}), an experiment with "
+                              f"claims, nor a claim id or prefix; `tinyscope claims` lists them")
         for c in hits:
             chosen.setdefault(c.id, c)
     return list(chosen.values())

@@ -122,6 +122,7 @@ def test_select_by_study_id_and_prefix():
     assert {c.study for c in select(["minimal"])} == {"minimal"}
     assert [c.id for c in select(["minimal/fig3/rule_error"])] == ["minimal/fig3/rule_error"]
     assert {c.id for c in select(["minimal/fig3"])} >= {"minimal/fig3/rule_error"}
+    assert {c.experiment for c in select(["plus-last-even"])} == {"plus-last-even"}
     with pytest.raises(ConfigError, match="neither a study"):
         select(["nonsense/claim"])
 
