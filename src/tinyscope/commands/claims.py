@@ -30,6 +30,8 @@ def register(sub) -> None:
                    help="do not write the measurements into the study ledgers and docs/results")
     p.add_argument("--zoo", action="store_true", help="export the median seed of every met claim's runs to the zoo")
     p.add_argument("--include-gpu", action="store_true", help="also run claims that need the paper preset on a GPU")
+    p.add_argument("--computed-only", action="store_true",
+                   help="only the claims computed from code (parameter counts, constructions): no training")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_reproduce)
 
@@ -113,13 +115,17 @@ def cmd_reproduce(args) -> int:
         prestart()
     chosen = claims_mod.select(args.targets)
     _warn_claim_errors()
+    if args.computed_only:
+        chosen = [c for c in chosen if not c.runs]
+        if not chosen:
+            raise ConfigError(f"{' '.join(args.targets)} has no computed claims")
     out = args.out or "reproduce/" + "+".join(t.replace("/", "_") for t in args.targets)[:80]
     plan = reproduce.plan(chosen, out, preset=args.preset, n_seeds=args.seeds, include_gpu=args.include_gpu)
     print(reproduce.format_plan(plan, args.jobs), file=sys.stderr)
     if args.dry_run:
         return 0
     command = "tinyscope reproduce " + " ".join(args.targets) + (f" --preset {args.preset}" if args.preset else "") \
-        + (f" --seeds {args.seeds}" if args.seeds else "")
+        + (f" --seeds {args.seeds}" if args.seeds else "") + (" --computed-only" if args.computed_only else "")
 
     def stop(signum, frame):  # `kill` stops the runs cleanly, like Ctrl-C
         raise KeyboardInterrupt

@@ -372,7 +372,7 @@ def _formatter(unit: str) -> Callable[[float | None], str]:
             return "never" if v > 0 else "-inf"
         if unit == "%":
             return f"{100 * v:.4g}%"
-        if float(v).is_integer() and abs(v) >= 1e4:  # a count: every digit (4,722,432, not 4.722e+06)
+        if float(v).is_integer() and abs(v) >= 1000:  # a count: every digit (4,722,432, not 4.722e+06)
             return f"{int(v):,}{unit and ' ' + unit}"
         return f"{v:.4g}{unit and ' ' + unit}"
 

@@ -249,7 +249,9 @@ def format_measured(c: Claim, value: float, sd: float, n: int, aggregate: str) -
         return "–"
     if aggregate == "fraction":
         return f"{round(value * n)}/{n}"
-    if aggregate == "mean" and not math.isnan(sd) and math.isfinite(value):
+    if aggregate == "mean" and sd == 0:  # every seed gave the same value
+        text = f"{c.format(value)} ± 0"
+    elif aggregate == "mean" and not math.isnan(sd) and math.isfinite(value):
         pct = c.unit == "%"
         text = Stat(value, sd, n).format(scale=100.0 if pct else 1.0) + ("%" if pct else f"{c.unit and ' ' + c.unit}")
     else:
