@@ -9,6 +9,12 @@ class ConfigError(TinyscopeError, ValueError):
     """A configuration value or key is invalid; the message names the field, the value and what is allowed."""
 
 
+class InputError(TinyscopeError, ValueError):
+    """A model or library call was given an input it cannot take (token ids out of range, a
+    sequence longer than the context, an empty or wrongly shaped tensor or mask); the message
+    names the argument, the bad value and what is allowed."""
+
+
 class CheckpointError(TinyscopeError):
     """A checkpoint or run directory is missing, incomplete or inconsistent."""
 
