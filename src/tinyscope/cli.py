@@ -3,8 +3,12 @@
 commands a study adds in its own ``tinyscope/studies/<study>/cli.py`` (found by the registry's
 discovery, never imported by name).
 
-Bad input (an unknown experiment, preset, ``--set`` key or value, a missing run directory)
-prints one line, ``tinyscope: error: ...``, and exits 2.
+Every error a user can cause (an unknown experiment, preset, ``--set`` key or value, a missing or
+damaged run directory, a path that cannot be written, a run too large for the machine) prints
+one line, ``tinyscope: error: ...``, and exits 2. Anything else is a bug in tinyscope: it
+prints one line naming the exception and the log file that holds the full traceback (in the
+run directory the command works on, else under the temporary directory), and exits 1.
+``tinyscope -v`` prints the traceback too.
 """
 from __future__ import annotations
 
@@ -12,10 +16,17 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
 import pkgutil
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
 from tinyscope.errors import TinyscopeError
+
+ERROR_LOG = "cli-errors.log"  # in the run directory a failed command worked on
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     from tinyscope import commands
 
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):  # helpers of the commands, not commands
+            continue
         importlib.import_module(f"{commands.__name__}.{info.name}").register(sub)
     for module in study_cli_modules():
         importlib.import_module(module).register(sub)
@@ -45,21 +58,100 @@ def study_cli_modules() -> list[str]:
             if importlib.util.find_spec(f"{STUDIES_PACKAGE}.{s}.cli") is not None]
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line (a message's own line breaks become spaces)."""
+    return " ".join(str(text).split())
+
+
+def user_error(exc: BaseException) -> str | None:
+    """The one-line message of an exception a user or the machine caused, not tinyscope: a file
+    that cannot be read or written, memory that ran out, a damaged checkpoint; None otherwise."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        what = exc.strerror or one_line(exc) or type(exc).__name__
+        return f"{where}{what}"
+    text = one_line(exc)
+    if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and any(
+            s in text for s in ("out of memory", "can't allocate memory", "Cannot allocate memory"))):
+        return (f"out of memory ({text or type(exc).__name__}); lower train.batch_size, the model's size "
+                f"or the evaluation's size")
+    if type(exc).__name__ == "SafetensorError":
+        return f"a checkpoint file is damaged or not a safetensors file ({text})"
+    return None
+
+
+def log_traceback(args: argparse.Namespace, exc: BaseException) -> Path | None:
+    """Append the traceback of ``exc`` to ``cli-errors.log`` in the run directory the command
+    worked on (``--out``, ``RUN`` or ``FOLDER`` when it is a writable directory), else under
+    the temporary directory; returns the file (None: nowhere could be written)."""
+    candidates = []
+    for name in ("out", "run", "folder"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value and not value.startswith("zoo:"):
+            candidates.append(Path(value))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fallback = Path(tempfile.gettempdir()) / "tinyscope-logs" / f"error-{stamp}-{os.getpid()}.log"
+    text = (f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: tinyscope "
+            f"{' '.join(sys.argv[1:])}\n{''.join(traceback.format_exception(exc))}")
+    for path in [d / ERROR_LOG for d in candidates if d.is_dir()] + [fallback]:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
+                f.write(text)
+            return path
+        except OSError:
+            continue
+    return None
+
+
+class _Formatter(logging.Formatter):
+    """Log lines as the CLI's own: ``tinyscope: warning: ...`` (info lines: ``tinyscope: ...``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return f"tinyscope: {record.levelname.lower()}: {message}"
+        return message
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"tinyscope: error: {one_line(message)}\n")
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Formatter())
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[handler])
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
     try:
         return int(args.func(args) or 0)
     except TinyscopeError as exc:
-        sys.stderr.write(f"tinyscope: error: {exc}\n")
-        return 2
+        return _fail(str(exc))
     except KeyboardInterrupt:
         sys.stderr.write("tinyscope: interrupted; `tinyscope run ... --resume` continues from the last checkpoint\n")
         return 130
+    except BrokenPipeError:  # `tinyscope runs | head`: the reader left; nothing to say
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place every error becomes one line
+        message = user_error(exc)
+        if message is not None:
+            return _fail(message)
+        if args.verbose:
+            traceback.print_exc()
+        path = log_traceback(args, exc)
+        where = f"; the full traceback is in {path}" if path else ""
+        sys.stderr.write(f"tinyscope: error: internal error, {type(exc).__name__}: "
+                         f"{one_line(exc)[:300]}{where} (a bug in tinyscope: please report it)\n")
+        return 1
 
 
 if __name__ == "__main__":

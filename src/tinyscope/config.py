@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from typing import Any
@@ -31,6 +32,38 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
         if len(args) < len(typing.get_args(tp)):
             return True, args[0] if len(args) == 1 else typing.Union[tuple(args)]
     return False, tp
+
+
+def _to_int(value: Any, key: str) -> int:
+    """An integer from an int, an integral float (``1e4``) or its text; NaN, infinities, fractions,
+    booleans and text that is not a number are refused."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r} is not an integer")
+    if isinstance(value, int):
+        return value
+    text = value.strip() if isinstance(value, str) else value
+    if isinstance(text, str):
+        try:
+            return int(text.replace("_", ""), 10)  # exact, whatever the number of digits
+        except ValueError:
+            pass
+    try:
+        f = float(text)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{key}={value!r} is not an integer") from None
+    if not math.isfinite(f) or f != int(f):
+        raise ConfigError(f"{key}={value!r} is not an integer (a whole number, e.g. {key}=100)")
+    return int(f)
+
+
+def _to_float(value: Any, key: str) -> float:
+    """A float from a number or its text (NaN and infinities pass here; :func:`validate` refuses them)."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r} is not a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{key}={value!r} is not a number") from None
 
 
 def coerce(tp: Any, value: Any, key: str) -> Any:
@@ -91,20 +124,9 @@ def coerce(tp: Any, value: Any, key: str) -> Any:
             return bool(value)
         raise ConfigError(f"{key}={value!r} is not a boolean; use true or false")
     if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key}={value!r} is not an integer")
-        try:
-            f = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}={value!r} is not an integer") from None
-        if f != int(f):
-            raise ConfigError(f"{key}={value!r} is not an integer")
-        return int(f)
+        return _to_int(value, key)
     if tp is float:
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}={value!r} is not a number") from None
+        return _to_float(value, key)
     if tp is str:
         return str(value)
     return value
@@ -123,7 +145,7 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
         return cls(**kwargs)
     except ConfigError:
         raise
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ArithmeticError, LookupError) as exc:  # a study's check that is not a ConfigError
         raise ConfigError(f"{prefix or cls.__name__}: {exc}") from None
 
 
@@ -152,11 +174,72 @@ def _set_in(data: dict, cfg: Any, path: list[str], text: str, full_key: str) -> 
 
 def apply_overrides(cfg: Any, assignments: list[str] | None) -> Any:
     """Return a copy of ``cfg`` with every ``"a.b=value"`` applied, validated once at the end
-    (so that overrides which only make sense together, like two widths, can be given together)."""
-    if not assignments:
-        return cfg
-    data = dataclasses.asdict(cfg)
-    for assignment in assignments:
-        key, text = _split(assignment)
-        _set_in(data, cfg, key.split("."), text, key)
-    return from_dict(type(cfg), data)
+    (so that overrides which only make sense together, like two widths, can be given together),
+    and checked by :func:`validate` (with or without overrides)."""
+    if assignments:
+        data = dataclasses.asdict(cfg)
+        for assignment in assignments:
+            key, text = _split(assignment)
+            _set_in(data, cfg, key.split("."), text, key)
+        cfg = from_dict(type(cfg), data)
+    validate(cfg)
+    return cfg
+
+
+SEED_MAX = 2**32 - 1  # seeds are 32-bit: numpy and torch take them, and so does anything derived from them
+INT_MAX = 2**63 - 1   # what a tensor size or an index can hold
+
+
+def is_seed_field(name: str) -> bool:
+    """A field holds a seed when it is named ``seed`` or ends in ``_seed`` (``eval_seed``)."""
+    return name == "seed" or name.endswith("_seed")
+
+
+def check_seed(key: str, seed: int | None) -> None:
+    """A seed given on the command line (``--seed``) lies in ``[0, SEED_MAX]`` (None: none given)."""
+    if seed is not None and not 0 <= seed <= SEED_MAX:
+        raise ConfigError(f"{key} {seed} is not a seed; seeds are integers from 0 to {SEED_MAX}")
+
+
+def validate(cfg: Any, prefix: str = "") -> None:
+    """The checks every config shares, whatever its study, after the study's own ``__post_init__``:
+
+    * a float is finite (NaN or an infinity means nothing as a rate, a scale or a threshold);
+    * a field declared ``int`` holds an int (not a bool or a float), of at most 64 bits;
+    * a seed (:func:`is_seed_field`) lies in ``[0, SEED_MAX]``;
+
+    recursively through nested configs, lists and mappings. Raises :class:`ConfigError` naming
+    the first offending key. Configs loaded from an existing run directory are not checked
+    (:func:`from_dict` alone), so that old runs always load."""
+    hints = _field_types(type(cfg))
+    for f in dataclasses.fields(cfg):
+        _validate_value(hints.get(f.name, Any), getattr(cfg, f.name), f"{prefix}{f.name}", f.name)
+
+
+def _validate_value(tp: Any, value: Any, key: str, name: str) -> None:
+    if value is None:
+        return
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        validate(value, prefix=f"{key}.")
+        return
+    _, tp = _is_optional(tp)
+    origin = typing.get_origin(tp)
+    if isinstance(value, (list, tuple)):
+        args = typing.get_args(tp) if origin in (list, tuple) else ()
+        elem = args[0] if len(args) == 1 or (len(args) == 2 and args[1] is Ellipsis) else Any
+        for i, v in enumerate(value):
+            _validate_value(elem, v, f"{key}[{i}]", name)
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _validate_value(Any, v, f"{key}.{k}", str(k))
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key}={value} is not a finite number; give a number such as {key}=0.5")
+    if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{key}={value!r} is not an integer")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if is_seed_field(name) and not 0 <= value <= SEED_MAX:
+            raise ConfigError(f"{key}={value} is not a seed; seeds are integers from 0 to {SEED_MAX}")
+        if abs(value) > INT_MAX:
+            raise ConfigError(f"{key}={value} does not fit in 64 bits")

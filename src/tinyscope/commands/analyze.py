@@ -38,6 +38,8 @@ def cmd_analyze(args) -> int:
 
     import torch
 
+    from tinyscope.commands._preflight import cores
+    from tinyscope.config import check_seed
     from tinyscope.errors import TinyscopeError
     from tinyscope.interp.mpl import plt
     from tinyscope.interp.plotting import figure_png
@@ -48,8 +50,9 @@ def cmd_analyze(args) -> int:
 
     if args.n < 1:
         raise TinyscopeError(f"--n={args.n} must be >= 1")
-    if args.threads < 1:
-        raise TinyscopeError(f"--threads={args.threads} must be >= 1")
+    if args.threads < 1 or args.threads > cores():
+        raise TinyscopeError(f"--threads={args.threads} must be between 1 and {cores()} (the cores this process may use)")
+    check_seed("--seed", args.seed)
     which = parse_checkpoint(args.checkpoint)
     exp, _, _ = read_config(args.run)
     offered = exp.analyses()

@@ -40,12 +40,14 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from tinyscope.commands._preflight import check_start
     from tinyscope.runs.registry import get
     from tinyscope.runs.rundir import run_experiment
 
     exp = get(args.experiment)
     cfg = exp.config(args.preset, args.seed, args.overrides)  # validate before any file is written
     out = args.out or f"runs/{exp.name}-{args.preset}-s{cfg.seed}"
+    check_start(exp, cfg, args.overrides, out, resume=args.resume)  # device, threads, memory, --out
     print(f"tinyscope: training {exp.name} (preset {args.preset}, seed {cfg.seed}) into {out}", file=sys.stderr)
     results = run_experiment(exp.name, args.preset, args.seed, args.overrides, out, resume=args.resume,
                              progress=not args.no_progress)
@@ -56,6 +58,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_eval(args) -> int:
+    from tinyscope.config import check_seed
     from tinyscope.errors import ConfigError
     from tinyscope.runs.rundir import evaluate_run
 
@@ -63,6 +66,7 @@ def cmd_eval(args) -> int:
         raise ConfigError(f"--checkpoint {args.checkpoint!r} must be best, last or a step number")
     if args.n is not None and args.n < 1:
         raise ConfigError(f"--n {args.n} must be >= 1")
+    check_seed("--seed", args.seed)
     which = args.checkpoint if args.checkpoint in ("best", "last") else int(args.checkpoint)
     print(json.dumps(evaluate_run(args.run, which, seed=args.seed, n=args.n), indent=2))
     return 0

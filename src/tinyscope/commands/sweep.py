@@ -38,7 +38,8 @@ def register(sub) -> None:
     p.add_argument("--columns", default=None, help="comma-separated columns to show")
     p.add_argument("--format", default="table", choices=["table", "csv", "json"])
     p.add_argument("--scan", action="store_true",
-                   help="(re)index the run directories found under the folder first (done automatically when it has no index)")
+                   help="(re)index the run directories found under the folder first and write FOLDER/index.sqlite "
+                        "(a folder without an index is scanned in memory, and nothing is written into it)")
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("report", help="seed statistics, paired differences and paper tables for a folder of runs")
@@ -56,6 +57,10 @@ def register(sub) -> None:
 
 
 def cmd_sweep(args) -> int:
+    from pathlib import Path
+
+    from tinyscope.commands._preflight import check_machine, check_out, cores
+    from tinyscope.errors import ConfigError
     from tinyscope.sweep import SweepSpec, parse_grid, run_sweep
 
     if args.backend == "local":  # let the fork server import torch while we do
@@ -69,7 +74,14 @@ def cmd_sweep(args) -> int:
     common = list(args.overrides) + ([f"train.logger={args.logger}"] if args.logger else [])
     spec = SweepSpec(exp.name, args.preset, seeds, parse_grid(args.grid), common)
     out = args.out or f"sweeps/{exp.name}-{args.preset}"
-    n = len(spec.validate())  # a bad key or value in any grid point stops here, before any run
+    runs = spec.validate()  # a bad key or value in any grid point stops here, before any run
+    n = len(runs)
+    check_out(Path(out))
+    if args.backend == "local":  # a Ray cluster's machines are not this one
+        if args.threads is not None and not 1 <= args.threads <= cores():
+            raise ConfigError(f"--threads {args.threads} must be between 1 and {cores()} (the cores this process may use)")
+        for r in {r.setting: r for r in runs}.values():  # seeds do not change what a run needs
+            check_machine(exp, exp.config(r.preset, r.seed, r.overrides), r.overrides)
     print(f"tinyscope: sweep of {exp.name} ({args.preset}): {n} run(s), {args.jobs} at a time, "
           f"backend {args.backend}, into {out}", file=sys.stderr)
     def stop(signum, frame):  # `kill` stops the runs cleanly, like Ctrl-C
@@ -124,11 +136,16 @@ def cmd_runs(args) -> int:
     folder = Path(args.folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a folder; give a sweep folder or a folder of run directories")
-    if args.scan or not (folder / INDEX_NAME).exists():
-        with RunIndex(folder) as index:
+    if args.scan or (folder / INDEX_NAME).exists():
+        if args.scan:
+            with RunIndex(folder) as index:
+                index.scan()
+        with RunIndex(folder, readonly=True) as index:
+            cols, rows = index.query(args.where, args.order)
+    else:  # a folder without an index is listed from an index in memory: nothing is written into it
+        with RunIndex(folder, memory=True) as index:
             index.scan()
-    with RunIndex(folder, readonly=True) as index:
-        cols, rows = index.query(args.where, args.order)
+            cols, rows = index.query(args.where, args.order)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     if args.format == "json" and columns is None:
         for r in rows:

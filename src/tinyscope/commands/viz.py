@@ -40,6 +40,31 @@ def select(views: list, only: list[str] | None, experiment: str) -> list:
     return [v for v in views if v in chosen]
 
 
+def chosen_options(args) -> list[str]:
+    """The view options the user gave (``--sequence``, ``--focus``, ``--focus-position``, ``--head``)."""
+    given = [("--sequence", args.sequence), ("--focus", args.focus), ("--focus-position", args.focus_position),
+             ("--head", args.head or None)]
+    return [f"{flag} {value!r}" if isinstance(value, str) else f"{flag} {value}" for flag, value in given
+            if value is not None]
+
+
+def draw(view, args):
+    """``view.draw()``; a failure that only the user's view options can explain (an index out of
+    range, a value the view cannot use) is reported as theirs, in one line."""
+    from tinyscope.errors import TinyscopeError
+
+    try:
+        return view.draw()
+    except TinyscopeError:
+        raise
+    except (IndexError, KeyError, ValueError) as exc:
+        options = chosen_options(args)
+        if not options:
+            raise
+        raise TinyscopeError(f"view {view.name} cannot be drawn with {', '.join(options)} "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())}); check these values") from None
+
+
 def cmd_viz(args) -> int:
     from tinyscope.commands.analyze import parse_checkpoint
     from tinyscope.errors import TinyscopeError
@@ -50,6 +75,10 @@ def cmd_viz(args) -> int:
 
     if args.dpi < 10 or args.dpi > 1200:
         raise TinyscopeError(f"--dpi={args.dpi} must be between 10 and 1200")
+    if args.head < 0:
+        raise TinyscopeError(f"--head={args.head} must be >= 0 (heads are numbered from 0)")
+    if args.focus_position is not None and args.focus_position < 0:
+        raise TinyscopeError(f"--focus-position={args.focus_position} must be >= 0 (positions are numbered from 0)")
     which = parse_checkpoint(args.checkpoint) if args.checkpoint is not None else "best"
     run = load_run(args.run, which)
     options = ViewOptions(sequence=args.sequence, focus=args.focus, focus_position=args.focus_position,
@@ -68,7 +97,7 @@ def cmd_viz(args) -> int:
 
     drawn = {}
     for view in views:
-        fig = view.draw()
+        fig = draw(view, args)
         png = figure_png(fig, dpi=args.dpi)
         plt.close(fig)
         (out / f"{view.name}.png").write_bytes(png)

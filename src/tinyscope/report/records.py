@@ -14,11 +14,16 @@ are read too by :func:`split_length`.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
+
+from tinyscope.errors import TinyscopeError
+
+log = logging.getLogger(__name__)
 
 # Config keys that change how a run executes, not what it computes: never part of a setting.
 EXECUTION_KEYS = frozenset({"seed", "train.threads", "train.logger", "train.log_every"})
@@ -98,16 +103,60 @@ class RunRecord:
         return self.config.get(key)
 
 
+class RunReadError(TinyscopeError):
+    """A run directory's config.json or results.json cannot be read (missing keys, not JSON: a
+    write cut short, a file edited by hand); the message names the file and the fault."""
+
+
+def read_json(path: Path) -> dict:
+    """The JSON object in ``path``; :class:`RunReadError` naming the file when it is not one."""
+    try:
+        data = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise RunReadError(f"{path} is not a text file") from None
+    except json.JSONDecodeError as exc:
+        raise RunReadError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+                           f"damaged or cut short") from None
+    if not isinstance(data, dict):
+        raise RunReadError(f"{path} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file such as metrics.jsonl, one object per line.
+
+    A last line that does not parse is the torn end of a write that was killed midway: it is
+    dropped (a line that does not parse anywhere else is damage, and raises
+    :class:`RunReadError`). Blank lines are skipped."""
+    if not path.exists():
+        return []
+    lines = path.read_text(errors="replace").splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if all(not rest.strip() for rest in lines[i + 1:]):
+                break  # the torn last line
+            raise RunReadError(f"{path} line {i + 1} is not valid JSON ({exc.msg})") from None
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
 def _last_tokens(metrics_path: Path) -> int | None:
-    if not metrics_path.exists():
-        return None
     tokens = None
-    for line in metrics_path.read_text().splitlines():
-        if '"tokens"' in line:
-            try:
-                tokens = int(json.loads(line)["tokens"])
-            except (ValueError, KeyError):
-                continue
+    try:
+        records = read_jsonl(metrics_path)
+    except (RunReadError, OSError):
+        return None
+    for rec in records:
+        try:
+            tokens = int(rec["tokens"]) if "tokens" in rec else tokens
+        except (TypeError, ValueError, OverflowError):
+            continue
     return tokens
 
 
@@ -119,7 +168,6 @@ def preset_defaults(experiment: str, preset: str) -> dict | None:
     key = (experiment, preset)
     if key not in _PRESET_CACHE:
         from tinyscope.config import to_dict
-        from tinyscope.errors import TinyscopeError
         from tinyscope.runs import registry
 
         try:
@@ -130,31 +178,39 @@ def preset_defaults(experiment: str, preset: str) -> dict | None:
 
 
 def read_run(path: str | Path) -> RunRecord:
-    """Summarize the run directory ``path`` (which must hold config.json)."""
+    """Summarize the run directory ``path`` (which must hold config.json). Raises
+    :class:`RunReadError` when config.json or results.json cannot be read or lacks a key."""
     path = Path(path)
-    record = json.loads((path / "config.json").read_text())
+    record = read_json(path / "config.json")
+    missing = [k for k in ("experiment", "preset", "config") if k not in record]
+    if missing or not isinstance(record.get("config"), dict):
+        raise RunReadError(f"{path / 'config.json'} lacks {', '.join(missing) or 'a config mapping'}; "
+                           f"it is not a run's config")
     config = flatten(record["config"])
-    exp, preset = record["experiment"], record["preset"]
+    exp, preset = str(record["experiment"]), str(record["preset"])
     defaults = preset_defaults(exp, preset)
     if defaults is None:  # unknown experiment: fall back to the overrides the sweep recorded
         job = path / "sweep_job.json"
-        setting = json.loads(job.read_text()).get("setting", {}) if job.exists() else {}
+        setting = read_json(job).get("setting", {}) if job.exists() else {}
     else:
         setting = {k: v for k, v in config.items()
                    if k not in EXECUTION_KEYS and format_value(defaults.get(k)) != format_value(v)}
-    rec = RunRecord(path=path, experiment=exp, preset=preset, seed=int(config.get("seed", 0)),
-                    config=config, setting=setting)
+    try:
+        seed = int(config.get("seed", 0))
+    except (TypeError, ValueError, OverflowError):
+        raise RunReadError(f"{path / 'config.json'}: seed {config.get('seed')!r} is not an integer") from None
+    rec = RunRecord(path=path, experiment=exp, preset=preset, seed=seed, config=config, setting=setting)
     results_path, error_path = path / "results.json", path / "error.txt"
     if results_path.exists():
-        res = json.loads(results_path.read_text())
+        res = read_json(results_path)
         rec.status = "done"
-        rec.metrics = numeric_metrics(res.get("metrics", {}))
+        rec.metrics = numeric_metrics(res.get("metrics") if isinstance(res.get("metrics"), dict) else {})
         rec.eval_fingerprint = res.get("eval_fingerprint")
         rec.steps, rec.selected_step = res.get("steps"), res.get("selected_step")
         rec.wall_time = res.get("wall_time")
     elif error_path.exists():
         rec.status = "failed"
-        rec.error = error_path.read_text()
+        rec.error = error_path.read_text(errors="replace")
     rec.tokens = _last_tokens(path / "metrics.jsonl")
     return rec
 
@@ -165,7 +221,22 @@ def find_runs(root: str | Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("config.json") if p.parent.name != "checkpoints")
 
 
+def read_runs(root: str | Path) -> tuple[list[RunRecord], list[tuple[Path, str]]]:
+    """Records of every run directory under ``root`` that can be read, and ``(path, reason)``
+    for each one that cannot (one damaged run never hides the others)."""
+    recs, skipped = [], []
+    for p in find_runs(root):
+        try:
+            recs.append(read_run(p))
+        except (RunReadError, OSError) as exc:
+            skipped.append((p, str(exc)))
+    return recs, skipped
+
+
 def load_records(root: str | Path, status: str | None = "done") -> list[RunRecord]:
-    """Records of the run directories under ``root`` (only those with ``status``; None = all)."""
-    recs = [read_run(p) for p in find_runs(root)]
+    """Records of the run directories under ``root`` (only those with ``status``; None = all);
+    a run that cannot be read is skipped with a logged warning naming it."""
+    recs, skipped = read_runs(root)
+    for p, reason in skipped:
+        log.warning("skipped run %s: %s", p, reason)
     return [r for r in recs if status is None or r.status == status]

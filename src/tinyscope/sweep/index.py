@@ -5,7 +5,12 @@ Columns: path (relative to the index's folder), experiment, preset, seed, settin
 config keys that differ from the preset), overrides (JSON list as given), status
 (pending | running | done | failed | incomplete), error, started, finished (Unix time),
 wall_time (s), steps, selected_step, tokens, eval_fingerprint, metrics (JSON), attempts,
-cpu_time (CPU seconds of the run's process, sweeps only).
+cpu_time (CPU seconds of the run's process, sweeps only), pid and host (the process that marked
+the run running, and its machine).
+
+A run marked running whose process is gone (a sweep killed with ``kill -9``, a machine that
+rebooted) reads as ``incomplete``, with the reason in ``error``: queries check that the recorded
+process is alive (on this host; a run recorded on another host is believed).
 
 Queries run on a read-only connection against a view with one column per metric and per
 setting key, so ``--where "rule_error < 0.1 AND seed = 42"`` or ``--where '"train.lr" = 0.003'``
@@ -14,13 +19,18 @@ work as SQL.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import socket
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 from tinyscope.errors import ConfigError
-from tinyscope.report.records import RunRecord, find_runs, format_value, read_run
+from tinyscope.report.records import RunReadError, RunRecord, find_runs, format_value, read_json, read_run
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -41,10 +51,13 @@ CREATE TABLE IF NOT EXISTS runs (
     eval_fingerprint TEXT,
     metrics TEXT NOT NULL DEFAULT '{}',
     attempts INTEGER NOT NULL DEFAULT 0,
-    cpu_time REAL
+    cpu_time REAL,
+    pid INTEGER,
+    host TEXT
 )
 """
-ADDED_COLUMNS = {"cpu_time": "REAL"}  # columns newer than the first schema, added to old indexes
+# columns newer than the first schema, added to old indexes
+ADDED_COLUMNS = {"cpu_time": "REAL", "pid": "INTEGER", "host": "TEXT"}
 BASE_COLUMNS = ["path", "experiment", "preset", "seed", "setting", "status", "wall_time", "steps", "tokens"]
 INDEX_NAME = "index.sqlite"
 
@@ -60,14 +73,23 @@ def row_from_record(rec: RunRecord) -> dict[str, Any]:
 
 def run_dir_row(run_dir: Path, exitcode: int | None = None) -> dict[str, Any]:
     """The index row of a finished job, read from its directory; a process that died without
-    writing results.json or error.txt is a failure with its exit code."""
+    writing results.json or error.txt is a failure with its exit code, and a run whose files
+    cannot be read is a failure that says why."""
     if (run_dir / "config.json").exists():
-        row = row_from_record(read_run(run_dir))
+        try:
+            row = row_from_record(read_run(run_dir))
+        except (RunReadError, OSError) as exc:
+            return {"status": "failed", "error": str(exc)}
+    elif (run_dir / "error.txt").exists():  # a failed start leaves no config.json, only its error
+        row = {"status": "failed", "error": (run_dir / "error.txt").read_text(errors="replace")}
     else:
         row = {"status": "incomplete"}
     job_file = run_dir / "sweep_job.json"
     if job_file.exists():
-        row["cpu_time"] = json.loads(job_file.read_text()).get("cpu_time")
+        try:
+            row["cpu_time"] = read_json(job_file).get("cpu_time")
+        except (RunReadError, OSError):
+            pass
     if row["status"] == "incomplete":
         cause = f"exit code {exitcode}" if exitcode is not None else "no results"
         if exitcode is not None and exitcode < 0:
@@ -83,26 +105,60 @@ def first_line(error: str | None) -> str:
     return lines[-1].strip() if lines else ""
 
 
-class RunIndex:
-    """The SQLite index at ``folder/index.sqlite``; only one writer (the sweep) at a time."""
+def process_alive(pid: int, since: float | None = None) -> bool:
+    """Whether process ``pid`` of this machine is alive and (when ``since``, a Unix time, is
+    given and the start time can be read) started before ``since``: a pid reused by a later
+    process is not the one recorded."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        pass
+    except (OSError, OverflowError, ValueError):
+        return False
+    if since is None:
+        return True
+    try:  # Linux: field 22 of /proc/PID/stat is the start time in clock ticks after boot
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        boot = next(float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
+                    if ln.startswith("btime "))
+        started = boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True
+    return started <= since + 2.0  # /proc's clock and time.time() agree to about a second
 
-    def __init__(self, folder: str | Path, readonly: bool = False):
+
+class RunIndex:
+    """The SQLite index at ``folder/index.sqlite``; only one writer (the sweep) at a time.
+
+    readonly: query an existing index without writing to it; memory: build the index in memory
+    (nothing is written into ``folder``), for listing a folder that has none."""
+
+    def __init__(self, folder: str | Path, readonly: bool = False, memory: bool = False):
         self.folder = Path(folder)
         self.path = self.folder / INDEX_NAME
-        if readonly:
-            if not self.path.exists():
-                raise ConfigError(f"{self.folder} has no run index ({INDEX_NAME}); `tinyscope runs {self.folder} "
-                                  f"--scan` builds one from its run directories")
-            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
-        else:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=30)
-            self.db.execute(SCHEMA)
-            have = {d[1] for d in self.db.execute("PRAGMA table_info(runs)")}
-            for col, kind in ADDED_COLUMNS.items():
-                if col not in have:
-                    self.db.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
-            self.db.commit()
+        try:
+            if readonly:
+                if not self.path.exists():
+                    raise ConfigError(f"{self.folder} has no run index ({INDEX_NAME}); `tinyscope runs "
+                                      f"{self.folder} --scan` builds one from its run directories")
+                self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
+                self.db.execute("SELECT 1 FROM runs LIMIT 1").fetchall()
+            else:
+                if not memory:
+                    self.folder.mkdir(parents=True, exist_ok=True)
+                self.db = sqlite3.connect(":memory:" if memory else self.path, timeout=30)
+                self.db.execute(SCHEMA)
+                have = {d[1] for d in self.db.execute("PRAGMA table_info(runs)")}
+                for col, kind in ADDED_COLUMNS.items():
+                    if col not in have:
+                        self.db.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
+                self.db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{self.path} is not a readable run index ({exc}); delete it and run "
+                              f"`tinyscope runs {self.folder} --scan` to rebuild it from the run directories") from None
         self.db.row_factory = sqlite3.Row
 
     def close(self) -> None:
@@ -121,9 +177,10 @@ class RunIndex:
                         (path, experiment, preset, seed, json.dumps(overrides)))
         self.db.commit()
 
-    def mark_running(self, path: str) -> None:
-        self.db.execute("UPDATE runs SET status='running', started=?, error=NULL, attempts=attempts+1 WHERE path=?",
-                        (time.time(), path))
+    def mark_running(self, path: str, pid: int | None = None) -> None:
+        """Mark ``path`` running in process ``pid`` (default: this one, the sweep whose death ends it)."""
+        self.db.execute("UPDATE runs SET status='running', started=?, error=NULL, attempts=attempts+1, pid=?, "
+                        "host=? WHERE path=?", (time.time(), pid or os.getpid(), socket.gethostname(), path))
         self.db.commit()
 
     def update(self, path: str, row: dict[str, Any]) -> None:
@@ -144,18 +201,36 @@ class RunIndex:
     def scan(self, root: str | Path | None = None) -> int:
         """Index (or refresh) every run directory under ``root`` (default: the index's folder)."""
         root = Path(root) if root is not None else self.folder
+        stale = self.stale_running()
         n = 0
         for run_dir in find_runs(root):
             rel = _relpath(run_dir, self.folder)
+            try:
+                row = row_from_record(read_run(run_dir))
+            except (RunReadError, OSError) as exc:
+                log.warning("skipped run %s: %s", run_dir, exc)
+                continue
             current = self.db.execute("SELECT status FROM runs WHERE path=?", (rel,)).fetchone()
-            row = row_from_record(read_run(run_dir))
-            if current is not None and current["status"] == "running" and row["status"] == "incomplete":
+            if current is not None and current["status"] == "running" and row["status"] == "incomplete" \
+                    and rel not in stale:
                 continue  # a live sweep owns it
             self.update(rel, row)
             n += 1
         return n
 
     # ------------------------------------------------------------------ reads
+    def stale_running(self) -> dict[str, int]:
+        """Runs marked running whose recorded process (on this host) is gone: path -> pid."""
+        host = socket.gethostname()
+        rows = self.db.execute("SELECT * FROM runs WHERE status='running'").fetchall()
+        out = {}
+        for r in rows:
+            keys = r.keys() if hasattr(r, "keys") else ()
+            pid = r["pid"] if "pid" in keys else None
+            if pid and (r["host"] in (None, host)) and not process_alive(int(pid), r["started"]):
+                out[r["path"]] = int(pid)
+        return out
+
     def counts(self) -> dict[str, int]:
         return {r["status"]: r["n"] for r in self.db.execute("SELECT status, COUNT(*) AS n FROM runs GROUP BY status")}
 
@@ -181,7 +256,17 @@ class RunIndex:
         extra = [f"json_extract(metrics, {_json_path(m)}) AS {q(m)}" for m in metrics]
         extra += [f"json_extract(setting, {_json_path(k)}) AS {q(k)}" for k in settings]
         self.db.execute("DROP VIEW IF EXISTS temp.v")
-        self.db.execute(f"CREATE TEMP VIEW v AS SELECT runs.*{''.join(', ' + e for e in extra)} FROM runs")
+        self.db.execute("DROP TABLE IF EXISTS temp.stale")
+        self.db.execute("CREATE TEMP TABLE stale (path TEXT PRIMARY KEY, pid INTEGER)")
+        self.db.executemany("INSERT INTO temp.stale VALUES (?, ?)", self.stale_running().items())
+        gone = "runs.path IN (SELECT path FROM temp.stale)"
+        base = [c if c not in ("status", "error") else
+                (f"CASE WHEN {gone} THEN 'incomplete' ELSE runs.status END AS status" if c == "status" else
+                 f"CASE WHEN {gone} THEN 'its process ' || runs.pid || ' ended without finishing it (killed?); "
+                 f"the same sweep command resumes it' ELSE runs.error END AS error")
+                for c in (d[1] for d in self.db.execute("PRAGMA table_info(runs)"))]
+        base = [b if b.startswith("CASE") else f"runs.{q(b)}" for b in base]
+        self.db.execute(f"CREATE TEMP VIEW v AS SELECT {', '.join(base)}{''.join(', ' + e for e in extra)} FROM runs")
         sql = "SELECT * FROM v" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
         try:
             cur = self.db.execute(sql)

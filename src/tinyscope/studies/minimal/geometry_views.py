@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyscope.errors import TinyscopeError
 from tinyscope.interp.plotting import (
     KEY_COLOR,
     MASKED_COLOR,
@@ -41,7 +42,9 @@ def point_colors(geom: Geometry) -> list:
 
 def focus_token(labels: list[str], token: str | None = None) -> int:
     """The token the focused views follow: ``token`` if given, else ``+`` when it exists, else the last."""
-    if token is not None and token in labels:
+    if token is not None:
+        if token not in labels:
+            raise TinyscopeError(f"--focus {token!r} is not a token of this run; choose one of {' '.join(labels)}")
         return labels.index(token)
     return labels.index("+") if "+" in labels else len(labels) - 1
 
@@ -117,6 +120,8 @@ def qk_space_figure(geom: Geometry, token: str | None = None, position: int | No
     keys at positions >= the query's greyed (causal mask; the paper greys position == too)."""
     a = focus_token(geom.labels, token)
     t = min(5, geom.T - 1) if position is None else int(position)
+    if not 0 <= t < geom.T:
+        raise TinyscopeError(f"--focus-position {position} is outside the context; give 0 to {geom.T - 1}")
     plane = head_plane(geom)
     qp, kp = plane.project(geom.q), plane.project(geom.k)  # (V, T, 2) each
     xlim, ylim = bounds(qp, kp)
