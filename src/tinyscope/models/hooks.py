@@ -9,6 +9,11 @@ module path (``blocks.0.attn.hook_pattern``) and offers:
 * ``run_with_hooks(tokens, fwd_hooks=[(name_or_filter, fn)])`` where ``fn(tensor, hook=hp)``
   may return a replacement tensor (``None`` keeps the original);
 * ``hooks(fwd_hooks)``: a context manager that attaches hooks and always removes them.
+
+The token input of ``run_with_cache`` / ``run_with_hooks`` is checked by the model's
+``forward``, once per call (:mod:`tinyscope.models.inputs`). An unknown hook name raises
+:class:`HookNameError` (an :class:`~tinyscope.errors.InputError` that is also a ``KeyError``), a
+malformed ``fwd_hooks`` entry or a hook returning the wrong shape an ``InputError``.
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from typing import Callable, Iterable, Iterator, Sequence, Union
 import torch
 from torch import nn
 
+from tinyscope.errors import InputError
+
 HookFn = Callable[..., "torch.Tensor | None"]
 NameFilter = Union[None, str, Sequence[str], Callable[[str], bool]]
 
@@ -26,6 +33,13 @@ _BLOCK_HOOKS = {"resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out"}
 _ATTN_HOOKS = {"q", "k", "v", "z", "attn_scores", "pattern", "result"}
 _MLP_HOOKS = {"pre", "post"}
 _ALIASES = {"scores": "attn_scores", "attn": "pattern"}
+
+
+class HookNameError(InputError, KeyError):
+    """A hook name that the model or the cache does not have; the message lists the ones it has."""
+
+    def __str__(self) -> str:  # a KeyError would print its message quoted
+        return str(self.args[0]) if self.args else ""
 
 
 def act_name(name: str, layer: int | None = None) -> str:
@@ -76,7 +90,8 @@ class HookPoint(nn.Module):
             out = fn(x, hook=self)
             if out is not None:
                 if out.shape != x.shape:
-                    raise ValueError(f"hook on {self.name} returned shape {tuple(out.shape)}, expected {tuple(x.shape)}")
+                    raise InputError(f"hook on {self.name} returned shape {tuple(out.shape)}, expected "
+                                     f"{tuple(x.shape)}: a hook returns None or a tensor of its input's shape")
                 x = out
         return x
 
@@ -98,7 +113,7 @@ class ActivationCache:
         try:
             return self._store[full]
         except KeyError:
-            raise KeyError(f"no activation {full!r} in the cache; it holds: {', '.join(self._store)}") from None
+            raise HookNameError(f"no activation {full!r} in the cache; it holds: {', '.join(self._store)}") from None
 
     def __contains__(self, key: object) -> bool:
         full = act_name(*key) if isinstance(key, tuple) else act_name(str(key))
@@ -150,12 +165,15 @@ class HookedModule(nn.Module):
         return list(self.hook_dict)
 
     def _resolve(self, name_or_filter: str | Callable[[str], bool]) -> list[HookPoint]:
+        if not (callable(name_or_filter) or isinstance(name_or_filter, str)):
+            raise InputError(f"a hook target must be a hook name or a filter function of the name, got "
+                             f"{type(name_or_filter).__name__} {name_or_filter!r}")
         if callable(name_or_filter):
             points = [hp for n, hp in self.hook_dict.items() if name_or_filter(n)]
         else:
             full = act_name(name_or_filter)
             if full not in self.hook_dict:
-                raise KeyError(f"unknown hook {full!r}; this model has: {', '.join(self.hook_dict)}")
+                raise HookNameError(f"unknown hook {full!r}; this model has: {', '.join(self.hook_dict)}")
             points = [self.hook_dict[full]]
         return points
 
@@ -164,7 +182,10 @@ class HookedModule(nn.Module):
         """Attach ``fwd_hooks`` for the duration of the block; always removes them."""
         removers: list[Callable[[], None]] = []
         try:
-            for target, fn in fwd_hooks:
+            for entry in fwd_hooks:
+                if not (isinstance(entry, (tuple, list)) and len(entry) == 2 and callable(entry[1])):
+                    raise InputError(f"fwd_hooks entries are (name or filter, fn(tensor, hook)) pairs, got {entry!r}")
+                target, fn = entry
                 for hp in self._resolve(target):
                     removers.append(hp.add_hook(fn))
             yield self

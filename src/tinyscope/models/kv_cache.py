@@ -6,6 +6,11 @@ allocated once for the whole context at ``prefill`` (appending is a copy into th
 concatenation, so decoding L tokens costs O(L) copies rather than O(L²)), so one new token costs
 one row of attention instead of a full forward pass. ``prefill`` + ``step`` reproduce
 ``model(tokens)`` exactly (tests compare them); hooks are not run.
+
+Both entry points check their input first (:mod:`tinyscope.models.inputs`): ``prefill`` takes
+what ``model.forward`` takes, (B, P) ids with 1 <= P <= n_ctx; ``step`` takes one id per cached
+row, (B,) or (B, 1), and refuses to decode past the context. A bad input raises
+:class:`~tinyscope.errors.InputError` and leaves the cache as it was.
 """
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ import math
 import torch
 from torch import nn
 
-from tinyscope.errors import check
+from tinyscope.errors import InputError, check
+from tinyscope.models.inputs import check_tokens
 
 
 class KVCacheDecoder:
@@ -80,11 +86,24 @@ class KVCacheDecoder:
     @torch.no_grad()
     def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
         """Reset the cache and run the prompt (B, P); logits (B, P, n_out)."""
+        self.model.check_tokens(tokens)
         self.keys, self.values, self.length = [], [], 0
         return self._forward(tokens)
 
     @torch.no_grad()
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Append one token per row (B,) and return the logits (B, n_out) at that position."""
-        check(self.length > 0, "call prefill before step")
+        if self.length == 0:
+            raise InputError("step was called before prefill: call prefill(prompt) first")
+        cfg, B = self.model.cfg, self.keys[0].shape[0]
+        if isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.shape[1:] == (1,):
+            tokens = tokens[:, 0]  # (B, 1) -> (B,)
+        check_tokens(tokens, vocab_size=cfg.vocab_size, ndim=1, range_note=f"model.vocab_size={cfg.vocab_size}",
+                     device=self.model.W_E.weight.device)
+        if tokens.shape[0] != B:
+            raise InputError(f"tokens has {tokens.shape[0]} rows but the cache holds {B} (from prefill); "
+                             f"step takes one token per prefilled row")
+        if self.length >= cfg.n_ctx:
+            raise InputError(f"step would decode position {self.length}, past the model context of "
+                             f"model.n_ctx={cfg.n_ctx} positions (0 to {cfg.n_ctx - 1})")
         return self._forward(tokens.view(-1, 1))[:, 0]

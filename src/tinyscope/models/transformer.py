@@ -36,6 +36,7 @@ from torch import nn
 from tinyscope.errors import check, check_choice
 from tinyscope.models.ffn import ACTIVATIONS, FFN_KINDS, build_ffn
 from tinyscope.models.hooks import HookedModule, HookPoint
+from tinyscope.models.inputs import check_tokens
 
 
 @dataclass
@@ -238,17 +239,13 @@ class Transformer(HookedModule):
             else:
                 nn.init.normal_(p, 0.0, std)
 
-    def check_tokens(self, tokens: torch.Tensor) -> None:
-        """Raise a clear error for token ids or lengths the model cannot take."""
-        if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
-            raise ValueError(f"tokens must be integer ids, got dtype {tokens.dtype}")
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must have shape (batch, positions), got {tuple(tokens.shape)}")
-        if tokens.shape[1] > self.cfg.n_ctx:
-            raise ValueError(f"sequence of {tokens.shape[1]} tokens exceeds the context of {self.cfg.n_ctx}")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.vocab_size):
-            raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size - 1}], "
-                             f"got range [{int(tokens.min())}, {int(tokens.max())}]")
+    def check_tokens(self, tokens: torch.Tensor, name: str = "tokens") -> torch.Tensor:
+        """Raise :class:`~tinyscope.errors.InputError` unless ``tokens`` is an integer (B, T) tensor
+        with 1 <= T <= n_ctx and ids in [0, vocab_size - 1] on the model's device; returns it."""
+        cfg = self.cfg
+        return check_tokens(tokens, vocab_size=cfg.vocab_size, name=name, max_len=cfg.n_ctx,
+                            range_note=f"model.vocab_size={cfg.vocab_size}", context_note=f"model.n_ctx={cfg.n_ctx}",
+                            device=self.W_E.weight.device)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.hook_embed(self.W_E(tokens))  # (B, T, D)
@@ -258,7 +255,9 @@ class Transformer(HookedModule):
             x = x + pos
         return x
 
-    def forward(self, tokens: torch.Tensor, check: bool = False) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, check: bool = True) -> torch.Tensor:
+        """Logits (B, T, n_out) of ``tokens`` (B, T). The input is checked once, here, before any
+        layer runs (:meth:`check_tokens`); ``check=False`` skips it for callers that already did."""
         if check:
             self.check_tokens(tokens)
         x = self.embed(tokens)  # (B, T, D)

@@ -138,25 +138,68 @@ def depth(e: Expr) -> int:
 
 
 def evaluate(g: Grammar, e: Expr) -> int:
-    """The exact value of expression ``e`` (the oracle)."""
+    """The exact value of expression ``e`` (the oracle): a literal is its value, a node
+    ``(op, children)`` is ``op`` applied to its children's values in order.
+
+    Iterative (an explicit stack, post-order), so any depth the parser accepts evaluates; it
+    equals the recursive definition :func:`evaluate_reference` (tests compare them)."""
+    if not isinstance(e, tuple):
+        return int(e)
+    values: list[int] = []                    # values of finished subtrees, left to right
+    stack: list[tuple[Expr, bool]] = [(e, False)]  # (node, its children are already on values)
+    while stack:
+        node, ready = stack.pop()
+        if not isinstance(node, tuple):
+            values.append(int(node))
+            continue
+        op, children = node
+        if ready:
+            cut = len(values) - len(children)
+            args = values[cut:]
+            del values[cut:]
+            values.append(g.apply(op, args))
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(children))
+    return values[0]
+
+
+def evaluate_reference(g: Grammar, e: Expr) -> int:
+    """The recursive definition of :func:`evaluate` (plain reference; deep trees exceed Python's
+    recursion limit)."""
     if not isinstance(e, tuple):
         return int(e)
     op, children = e
-    return g.apply(op, [evaluate(g, c) for c in children])
+    return g.apply(op, [evaluate_reference(g, c) for c in children])
+
+
+def _literal_symbol(g: Grammar, value) -> str:
+    return str(value) if g.name != "boolean" else ("1" if value else "0")
 
 
 def to_symbols(g: Grammar, e: Expr) -> list[str]:
-    """Fully parenthesised token symbols; ListOps gets a BLANK after every ``)``."""
-    if not isinstance(e, tuple):
-        return [str(e) if g.name != "boolean" else ("1" if e else "0")]
-    op, children = e
-    if g.notation == "prefix":
-        body = [op] + [s for c in children for s in to_symbols(g, c)]
-    elif len(children) == 1:
-        body = [op] + to_symbols(g, children[0])
-    else:
-        body = to_symbols(g, children[0]) + [op] + to_symbols(g, children[1])
-    return ["("] + body + [")"] + ([BLANK_SYMBOL] if g.blank_after_close else [])
+    """Fully parenthesised token symbols; ListOps gets a BLANK after every ``)``.
+
+    A node is ``( op child`` (prefix, and unary infix) or ``( left op right`` (binary infix),
+    then ``)``. Iterative (an explicit stack of pending symbols and subtrees), so deep trees
+    need no recursion."""
+    out: list[str] = []
+    close = [")"] + ([BLANK_SYMBOL] if g.blank_after_close else [])
+    stack: list = [e]  # pending items, last = next; a str is a symbol, anything else a subtree
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif not isinstance(item, tuple):
+            out.append(_literal_symbol(g, item))
+        else:
+            op, children = item
+            if g.notation == "prefix" or len(children) == 1:
+                body = [op, *children]
+            else:
+                body = [children[0], op, children[1]]
+            stack.extend(reversed(["(", *body, *close]))
+    return out
 
 
 def to_text(g: Grammar, e: Expr) -> str:

@@ -35,6 +35,11 @@ k x^T per cluster with a scatter (O(T)); :meth:`CircuitTransformer.attend_refere
 dense (T, T) same-cluster score matrix; and inference on token ids takes
 :meth:`CircuitTransformer._run_sparse`, which keeps the state as ids and runs attention and MLP
 only on the masked non-BLANK rows.
+
+Input checks (once per call, before the first iteration): ``forward``, ``run``, ``predict``,
+``embed`` (hence ``run_with_cache`` / ``run_with_hooks``) take integer ids (B, T), T >= 1, in
+[0, D] (D is BLANK); ``step`` and ``run(x=...)`` a float state (B, T, D). Anything else raises
+:class:`~tinyscope.errors.InputError` naming the argument (:mod:`tinyscope.models.inputs`).
 """
 from __future__ import annotations
 
@@ -45,8 +50,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyscope.errors import check, check_choice
+from tinyscope.errors import InputError, check, check_choice
 from tinyscope.models.hooks import ActivationCache, HookedModule, HookPoint, _matcher
+from tinyscope.models.inputs import check_tokens
 
 GRAMMAR_SHAPES = {  # grammar -> (D, d_head, activation); d_head = 1 operand dim + 1 per operator
     "boolean": (7, 4, "quadratic"),
@@ -239,6 +245,9 @@ class CircuitTransformer(HookedModule):
     # ------------------------------------------------------------ one iteration
     def step(self, x: torch.Tensor, A: torch.Tensor | None = None) -> StepOutput:
         """One reduction iteration on the state ``x`` (B, T, D), dense over all positions."""
+        return self._step(self._check_state(x), A)
+
+    def _step(self, x: torch.Tensor, A: torch.Tensor | None = None) -> StepOutput:
         A = self.hook_depth(self.depth_encoding(x) if A is None else A)  # (B, T, 2)
         P = self.hook_mask(self.reduction_mask(A))  # (B, T)
         ids = self.hook_cluster(self.cluster_ids(P))  # (B, T)
@@ -259,6 +268,10 @@ class CircuitTransformer(HookedModule):
         constructed G_PE both say "no parentheses remain"). Given token ids, without autograd and
         without hooks on the attention or MLP, the loop takes the sparse path :meth:`_run_sparse`.
         """
+        if (tokens is None) == (x is None):
+            raise InputError("run takes exactly one of tokens= (ids (B, T)) and x= (a state (B, T, D))")
+        if x is not None:
+            self._check_state(x)
         if x is None and self.use_fast and not torch.is_grad_enabled() \
                 and not (self.hook_attn.has_hooks or self.hook_mlp.has_hooks):
             return self._run_sparse(self._check_ids(tokens), max_iterations)
@@ -273,7 +286,7 @@ class CircuitTransformer(HookedModule):
             if it == cap or not bool(active.any()):
                 break
             gate = active.view(B, 1, 1).to(x.dtype)
-            x = gate * self.step(x, A).state + (1 - gate) * x  # (B, T, D)
+            x = gate * self._step(x, A).state + (1 - gate) * x  # (B, T, D)
             iterations = iterations + active.long()
         return RunOutput(readout=x.max(dim=1).values, state=x, iterations=iterations, halted=~active)
 
@@ -324,11 +337,23 @@ class CircuitTransformer(HookedModule):
         return RunOutput(readout=x.max(dim=1).values, state=x, iterations=iterations, halted=~active)
 
     def _check_ids(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Raise :class:`~tinyscope.errors.InputError` unless ``tokens`` is an integer (B, T) tensor,
+        T >= 1, with ids in [0, D] (D is BLANK) on the model's device; returns it."""
         D = self.cfg.D
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) > D):
-            raise ValueError(f"token ids must lie in [0, {D}] (id {D} is BLANK), "
-                             f"got [{int(tokens.min())}, {int(tokens.max())}]")
-        return tokens
+        return check_tokens(tokens, vocab_size=D + 1, range_note=f"the {self.cfg.grammar} vocabulary; id {D} is BLANK",
+                            device=self.g_pe.device)
+
+    def _check_state(self, x: torch.Tensor, name: str = "x") -> torch.Tensor:
+        """Raise :class:`~tinyscope.errors.InputError` unless ``x`` is a float state (B, T, D), T >= 1."""
+        D = self.cfg.D
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            what = f"dtype {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
+            raise InputError(f"{name} must be a float state tensor (batch, positions, {D}), got {what}; "
+                             f"pass token ids as tokens= instead")
+        if x.dim() != 3 or x.shape[2] != D or x.shape[1] == 0:
+            raise InputError(f"{name} has shape {tuple(x.shape)}; a state is (batch, positions >= 1, {D}) "
+                             f"for the {self.cfg.grammar} grammar")
+        return x
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B, T) token ids -> (B, D) max-pooled final state (the answer's one-hot)."""

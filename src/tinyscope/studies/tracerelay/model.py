@@ -26,6 +26,12 @@ and as relay sources (zero increment, no lineage initialization); the relay stil
 them (Sec. 2.2). Left padding therefore leaves every valid position's output unchanged, which
 is what batched decoding of different-length prompts uses.
 
+Input checks: ``forward`` and ``prefill`` (hence ``run_with_cache`` / ``run_with_hooks``) take
+integer ids (B, T), T >= 1 (no upper bound: the model has no context limit), in
+[0, vocab_size - 1], and ``valid`` of the same shape (bool, or 0/1); ``step`` takes (B,) ids
+and a :class:`RelayState` of the same batch. Anything else raises
+:class:`~tinyscope.errors.InputError` naming the argument (:mod:`tinyscope.models.inputs`).
+
 Hook names: ``blocks.{l}.hook_resid_pre``, ``blocks.{l}.right.hook_q|k|v|pattern``,
 ``blocks.{l}.relay.hook_increment`` (delta at source positions), ``blocks.{l}.relay.hook_phase``
 (theta), ``blocks.{l}.relay.hook_readout`` (P_phi output), ``blocks.{l}.hook_resid_mid`` (m),
@@ -42,8 +48,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyscope.errors import check
+from tinyscope.errors import InputError, check
 from tinyscope.models.hooks import HookedModule, HookPoint
+from tinyscope.models.inputs import check_mask, check_tokens
 from tinyscope.studies.tracerelay.ops.local_attention import (
     local_attention_banded,
     local_attention_dense,
@@ -306,8 +313,19 @@ class TraceRelay(HookedModule):
         self.dense_attention, self.loop_scan = on and attention, on and scan
         return self
 
+    def check_tokens(self, tokens: torch.Tensor, name: str = "tokens", ndim: int = 2) -> torch.Tensor:
+        """Raise :class:`~tinyscope.errors.InputError` unless ``tokens`` is an integer (B, T) tensor
+        (``ndim=1``: (B,)) with T >= 1 and ids in [0, vocab_size - 1] on the model's device."""
+        V = self.cfg.vocab_size
+        return check_tokens(tokens, vocab_size=V, name=name, ndim=ndim, range_note=f"model.vocab_size={V}",
+                            device=self.head.weight.device)
+
     def _valid(self, tokens: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-        return torch.ones_like(tokens, dtype=torch.bool) if valid is None else valid.bool()
+        """Check ``tokens`` and ``valid``; the validity mask as bool (B, T), all True when None."""
+        self.check_tokens(tokens)
+        if valid is None:
+            return torch.ones_like(tokens, dtype=torch.bool)
+        return check_mask(valid, like=tokens, name="valid")
 
     def forward(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         valid = self._valid(tokens, valid)  # (B, T)
@@ -332,6 +350,8 @@ class TraceRelay(HookedModule):
 
     def empty_state(self, batch_size: int, device=None, dtype=torch.float32) -> RelayState:
         """The state before any token (every buffer slot invalid)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0:
+            raise InputError(f"batch_size={batch_size!r} must be an integer >= 0")
         cfg, B = self.cfg, batch_size
         W, L, H = cfg.stride, cfg.left_window, cfg.d_model
 
@@ -343,9 +363,23 @@ class TraceRelay(HookedModule):
                              zeros(B, L, dt=torch.bool)) for d in cfg.d_trace]
         return RelayState(layers, zeros(B, cfg.n_out), 0)
 
+    def _check_step(self, token: torch.Tensor, state: RelayState) -> None:
+        if not isinstance(state, RelayState):
+            raise InputError(f"state must be the RelayState that prefill, empty_state or step returned, "
+                             f"got {type(state).__name__}")
+        if len(state.layers) != self.cfg.n_layers:
+            raise InputError(f"state has {len(state.layers)} layers but the model has {self.cfg.n_layers}: "
+                             f"pass a state this model made")
+        self.check_tokens(token, name="token", ndim=1)
+        B = state.last_logits.shape[0]
+        if token.shape[0] != B:
+            raise InputError(f"token has {token.shape[0]} rows but state holds {B}; step takes one token per row "
+                             f"of the state, shape ({B},)")
+
     @torch.no_grad()
     def step(self, token: torch.Tensor, state: RelayState) -> tuple[torch.Tensor, RelayState]:
         """Feed one token per row: token (B,) -> logits (B, n_out) at that position, new state."""
+        self._check_step(token, state)
         h = self.embed(token)  # (B, H)
         layers = []
         for block, s in zip(self.blocks, state.layers):
