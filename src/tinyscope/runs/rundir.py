@@ -14,12 +14,19 @@ The model a run selects is the main phase's selected checkpoint (best.safetensor
 last), or, when the experiment declares stages, the last stage's: each stage starts from the
 previous phase's selected model, and the final evaluation measures the last one, which is what
 :func:`load_run` returns.
+
+Saved data is never damaged: a run holds its directory's lock (:mod:`tinyscope.runs.lock`) while
+it writes, removes the temporary files of writes killed midway when it starts, and a start that
+fails before its first resume checkpoint removes what it wrote (so the corrected command is not
+blocked by a config.json); a directory holding only such a failed start is started afresh.
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +40,10 @@ from tinyscope.errors import CheckpointError, ConfigError
 from tinyscope.models.utils import count_parameters
 from tinyscope.runs import registry
 from tinyscope.runs.experiment import Experiment, Stage
+from tinyscope.runs.lock import run_lock
 from tinyscope.train import checkpoint as ckpt
 from tinyscope.train.distributed import dist_info, teardown
-from tinyscope.train.trainer import Trainer, TrainResult
+from tinyscope.train.trainer import DivergedError, Trainer, TrainResult, read_log, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +97,9 @@ def read_config(path: str | Path) -> tuple[Experiment, str, Any]:
         record = json.loads(cfg_path.read_text())
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{cfg_path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    missing = [k for k in ("experiment", "preset", "config") if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise CheckpointError(f"{cfg_path} lacks {', '.join(map(repr, missing))}; it is not a tinyscope run's config")
     exp = registry.get(record["experiment"])
     return exp, record["preset"], from_dict(exp.config_cls, record["config"])
 
@@ -110,15 +121,60 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     exp = registry.get(name)
     cfg = exp.config(preset, seed, overrides)
     out = Path(out) if out is not None else Path("runs") / f"{name}-{preset}-s{cfg.seed}"
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory; choose another --out")
+    before = sorted(os.listdir(out)) if out.is_dir() else None
     if not exp.trainable:  # a compiled model: written, not trained (a complete one is kept)
-        if resume and (out / "results.json").exists():
-            return json.loads((out / "results.json").read_text())
-        return exp.write_compiled(cfg, out)
-    if dist_info().is_main:  # under torchrun only rank 0 touches the run directory
-        _prepare_run_dir(out, exp, preset, cfg, resume)
+        with run_lock(out):
+            if resume and (out / "results.json").exists():
+                return json.loads((out / "results.json").read_text())
+            try:
+                return exp.write_compiled(cfg, out)
+            except Exception:
+                if not (out / "results.json").exists():
+                    _remove_new_entries(out, before)
+                raise
+    resolve_device(cfg.train.device)  # found before the directory is made, not after
+    if not dist_info().is_main:  # under torchrun only rank 0 touches the run directory
+        return _train(out, exp, preset, cfg, resume, progress, report)
+    with run_lock(out):
+        removed = ckpt.remove_temp_files(out)
+        if removed:
+            log.info("removed %d temporary files of writes cut off in %s", len(removed), out)
+        start = _prepare_run_dir(out, exp, preset, cfg, resume)
+        fresh = start != "resume"
+        if start == "afresh" and before is not None:  # the cleared run's files were not the user's
+            before = [n for n in before if n not in RUN_FILES]
+        try:
+            return _train(out, exp, preset, cfg, resume, progress, report)
+        except Exception as exc:
+            if not fresh or (out / "checkpoints" / "resume.safetensors").exists():
+                raise
+            _remove_new_entries(out, before)
+            if isinstance(exc, DivergedError):
+                raise DivergedError(f"{exc}; {out} held nothing else and was removed") from None
+            raise
+
+
+def _remove_new_entries(out: Path, before: list[str] | None) -> None:
+    """Remove what a failed start wrote: the whole directory when it made it, else the entries
+    that were not there before."""
+    if before is None:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for name in set(os.listdir(out)) - set(before):
+        p = out / name
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+
+
+def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, progress: bool, report: str) -> dict:
+    """The body of :func:`run_experiment` once the run directory is ready (and locked)."""
     if resume and dist_info().is_main and (out / "results.json").exists():
         log.info("%s is already complete", out)
-        return json.loads((out / "results.json").read_text())
+        results = json.loads((out / "results.json").read_text())
+        if report != "none" and not (out / "report.html").exists():  # killed between results and report
+            _write_report(load_run(out), full=report == "full" or (report == "auto" and preset != "smoke"))
+        return results
 
     task, model = build(exp, cfg)
     trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, objective=exp.objective(cfg, task),
@@ -176,21 +232,41 @@ def _barrier(trainer: Trainer) -> None:
         torch.distributed.barrier()
 
 
+def _resume_meta(path: Path) -> tuple[dict, dict]:
+    """The tensors and trainer state of a resume checkpoint (checked as a file, not yet against
+    a model)."""
+    tensors, meta = ckpt.load_tensors(path)
+    trainer = meta.get("trainer")
+    step = trainer.get("step") if isinstance(trainer, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointError(f"checkpoint {path} is not a resume checkpoint (no trainer step in its metadata)")
+    return tensors, trainer
+
+
 def _load_resume_weights(path: Path, model: torch.nn.Module) -> int:
     """Load the model weights of a resume checkpoint; returns its step."""
-    tensors, meta = ckpt.load_tensors(path)
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-    return meta["trainer"]["step"]
+    tensors, trainer = _resume_meta(path)
+    state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    ckpt.check_model_state(path, state, model)
+    model.load_state_dict(state)
+    return trainer["step"]
 
 
 def _load_selected(phase_dir: Path, model: torch.nn.Module) -> int | None:
     """Load the selected weights of the phase that wrote ``phase_dir`` (the run directory or a
-    stage's): best.safetensors, else the last state; returns the step (None: no checkpoint)."""
+    stage's): best.safetensors, else the last state; returns the step (None: no checkpoint).
+    A missing best.safetensors of a phase that selected a step is said in a warning."""
     cdir = phase_dir / "checkpoints"
     if (cdir / "best.safetensors").exists():
-        return ckpt.load_model(cdir / "best.safetensors", model).get("step")
+        path = cdir / "best.safetensors"
+        return ckpt.check_step(path, ckpt.load_model(path, model))
     if (cdir / "resume.safetensors").exists():
-        return _load_resume_weights(cdir / "resume.safetensors", model)
+        step = _load_resume_weights(cdir / "resume.safetensors", model)
+        selected = _resume_meta(cdir / "resume.safetensors")[1].get("selection", {}).get("best_step")
+        if selected is not None:
+            log.warning("%s is missing although the run selected step %s; using the last "
+                        "checkpoint (step %d) instead", cdir / "best.safetensors", selected, step)
+        return step
     return None
 
 
@@ -204,8 +280,32 @@ def _final_phase(path: Path, exp: Experiment, cfg: Any, task: Any) -> tuple[Path
     return path, None
 
 
-def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool) -> None:
-    """Write config.json of a new run, or check that a resumed run has the same config."""
+RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints", "results.json", "report.html", "stages", "figures",
+             "error.txt", "traceback.txt")
+
+
+def only_failed_start(out: Path) -> bool:
+    """Whether the run in ``out`` holds nothing but a start that failed (or was killed) before
+    it trained a step: no resume checkpoint, no results, no stages, no training record logged."""
+    if any((out / p).exists() for p in ("results.json", "stages", "checkpoints/resume.safetensors")):
+        return False
+    try:
+        return not any(r.get("split") == "train" for r in read_log(out / "metrics.jsonl"))
+    except CheckpointError:
+        return False
+
+
+def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool) -> str:
+    """Write config.json of a new run, or check that a resumed run has the same config; returns
+    "fresh" (a new run), "afresh" (a directory that held only a failed start, see
+    :func:`only_failed_start`, cleared and started again, with or without ``resume``) or "resume"."""
+    start = "fresh"
+    if (out / "config.json").exists() and only_failed_start(out):
+        log.warning("%s held only a start that failed before training; starting it afresh", out)
+        for name in RUN_FILES:
+            p = out / name
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        start = "afresh"
     if (out / "config.json").exists():
         if not resume:
             raise ConfigError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
@@ -213,9 +313,10 @@ def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: 
         if (s_exp.name, s_preset) != (exp.name, preset) or to_dict(s_cfg) != to_dict(cfg):
             raise ConfigError(f"{out} holds a run of {s_exp.name} --preset {s_preset} with another config; "
                               f"resume it with the same experiment, preset, seed and --set values")
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        ckpt.atomic_write_json(out / "config.json", _config_record(exp, preset, cfg))
+        return "resume"
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt.atomic_write_json(out / "config.json", _config_record(exp, preset, cfg))
+    return start
 
 
 def _write_report(run: "Run", full: bool) -> None:

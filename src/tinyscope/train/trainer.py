@@ -4,7 +4,15 @@ and a progress bar.
 
 Reproducibility: the data of step ``s`` is drawn with ``step_rng(seed, s)``, the learning rate
 is a function of ``s``, and the optimizer and RNG states are checkpointed, so an interrupted
-and resumed run performs the same floating-point operations as an uninterrupted one.
+and resumed run performs the same floating-point operations as an uninterrupted one, and logs
+the same records: the running sum of the training loss since the last log record is part of
+the resume state. The same seed gives the same checkpoint bytes: wall-clock time is kept out of
+``resume.safetensors``, in ``checkpoints/resume.clock.json`` beside it.
+
+Divergence: a non-finite training loss or gradient norm (or a non-finite selection or stopping
+metric) stops training with :class:`DivergedError` before the optimizer steps, so the last
+checkpoint written is the last good state. ``metrics.jsonl`` holds valid JSON only: a non-finite
+number is written as ``null`` and its key listed under ``"nonfinite"``.
 """
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from tinyscope.errors import check, check_choice
+from tinyscope.errors import CheckpointError, ConfigError, TinyscopeError, check, check_choice
 from tinyscope.tasks.base import step_rng
 from tinyscope.train import checkpoint as ckpt
 from tinyscope.train.distributed import DistInfo, setup
@@ -34,6 +42,44 @@ log = logging.getLogger(__name__)
 
 Objective = Callable[[torch.nn.Module, dict], torch.Tensor]
 Evaluator = Callable[[torch.nn.Module], dict]
+
+CLOCK_FILE = "resume.clock.json"  # {"step", "wall_time"} of resume.safetensors, kept out of its bytes
+
+
+class DivergedError(TinyscopeError):
+    """Training produced a non-finite loss, gradient or selection metric; the message names the
+    step, and the run keeps its last checkpoint (written before the step that diverged)."""
+
+
+def json_record(record: dict) -> dict:
+    """``record`` with every non-finite float replaced by None and those keys listed, in order,
+    under ``"nonfinite"`` (so that ``json.dumps(..., allow_nan=False)`` holds)."""
+    bad = [k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)]
+    if not bad:
+        return record
+    return {**{k: (None if k in bad else v) for k, v in record.items()}, "nonfinite": bad}
+
+
+def read_log(path: Path) -> list[dict]:
+    """The records of a metrics.jsonl. A torn last line (a write killed midway) is dropped; an
+    unreadable line before it is a :class:`CheckpointError`."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
+                raise ValueError("not a record with a step")
+        except ValueError as exc:
+            if i == len(lines) - 1:
+                log.warning("%s: dropped a torn last line (a write was cut off)", path)
+                break
+            raise CheckpointError(f"{path} line {i + 1} is not a log record ({exc}); "
+                                  f"remove the line or the file to go on") from None
+        records.append(rec)
+    return records
 
 
 @dataclass
@@ -93,6 +139,10 @@ class TrainConfig:
         check(self.stop_consecutive >= 1, f"train.stop_consecutive={self.stop_consecutive} must be >= 1")
         check(self.patience >= 0, f"train.patience={self.patience} must be >= 0")
         check(self.threads >= 0, f"train.threads={self.threads} must be >= 0")
+        check(math.isfinite(self.stop_threshold), f"train.stop_threshold={self.stop_threshold} must be a finite number")
+        check(math.isfinite(self.min_delta) and self.min_delta >= 0,
+              f"train.min_delta={self.min_delta} must be a finite number >= 0")
+        check(math.isfinite(self.grad_clip), f"train.grad_clip={self.grad_clip} must be finite (0 turns clipping off)")
         check_choice("train.logger", self.logger, ("none", "tensorboard"))
         if self.betas is not None:
             check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
@@ -110,8 +160,16 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"train.device={name!r} but CUDA is not available; use cpu or auto")
-    return torch.device(name)
+        raise ConfigError(f"train.device={name!r} but CUDA is not available; use cpu or auto")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"train.device={name!r} is not a device; use auto, cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"train.device={name!r} is not supported; use auto, cpu, cuda or cuda:N")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"train.device={name!r} but this machine has {torch.cuda.device_count()} CUDA devices")
+    return device
 
 
 @dataclass
@@ -164,6 +222,8 @@ class Trainer:
         self.step = 0
         self.tokens_seen = 0
         self.wall_time = 0.0
+        self.loss_sum, self.loss_count = 0.0, 0  # training loss since the last log record
+        self.saved_step: int | None = None  # the step of the last resume checkpoint written or loaded
         self.last_metrics: dict = {}
         self.curves = curve_logger(cfg.logger, self.run_dir if self.writes else None)
 
@@ -179,47 +239,149 @@ class Trainer:
 
     def _log(self, record: dict) -> None:
         if self.writes:
+            record = json_record(record)
+            line = json.dumps(record, allow_nan=False) + "\n"
             with open(self.run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+                f.write(line)  # one write: a kill leaves at most a torn last line (read_log drops it)
             if self.curves is not None:
-                self.curves.log(record)
+                self.curves.log({k: v for k, v in record.items() if v is not None and k != "nonfinite"})
 
     def _trainer_state(self) -> dict:
-        state = {"step": self.step, "tokens_seen": self.tokens_seen, "wall_time": self.wall_time,
-                 "seed": self.seed, "selection": self.selection.state(), "stop": self.stop_rules.state(),
-                 "last_metrics": self.last_metrics}
+        state = {"step": self.step, "tokens_seen": self.tokens_seen, "seed": self.seed,
+                 "selection": self.selection.state(), "stop": self.stop_rules.state(),
+                 "last_metrics": self.last_metrics, "loss_sum": self.loss_sum, "loss_count": self.loss_count}
         if hasattr(self.task, "state_dict"):  # a stateful task (e.g. a curriculum) resumes with the run
             state["task_state"] = self.task.state_dict()
         return state
 
+    def _check_finite_model(self) -> None:
+        """Refuse to save weights that are not finite (the step before diverged without a
+        non-finite loss or gradient): the last checkpoint stays the last good one."""
+        for name, p in ckpt.unwrap(self.model).state_dict().items():
+            if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+                self._diverged(f"the weights ({name}) are not finite", self.step)
+
+    def _save_model(self, path: Path, **metadata: Any) -> None:
+        self._check_finite_model()
+        ckpt.save_model(path, self.model, **metadata)
+
     def _save_checkpoint(self) -> None:
         if not self.writes:
             return
+        self._check_finite_model()
         if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
             ckpt.save_model(self.ckpt_dir / f"step_{self.step:06d}.safetensors", self.model, step=self.step)
         ckpt.save_training_state(self.ckpt_dir / "resume.safetensors", self.model, self.opt, self._trainer_state())
+        ckpt.atomic_write_json(self.ckpt_dir / CLOCK_FILE, {"step": self.step, "wall_time": round(self.wall_time, 3)})
+        self.saved_step = self.step
+
+    def _diverged(self, what: str, step: int) -> None:
+        if self.saved_step is not None:
+            kept = f"the run keeps its last good checkpoint, step {self.saved_step}"
+        else:
+            kept = "no resume checkpoint had been written yet"
+        raise DivergedError(f"training diverged at step {step}: {what}; stopped ({kept}); "
+                            f"lower train.lr (now {self.cfg.lr:g}){'' if self.cfg.grad_clip else ' or set train.grad_clip'}")
+
+    def _start_over(self) -> None:
+        """A resume with no resume checkpoint starts at step 0: clear what an earlier start
+        logged and saved, so that the log holds each step once."""
+        if not self.writes:
+            return
+        path = self.run_dir / "metrics.jsonl"
+        old = [p for p in [path, self.ckpt_dir / "best.safetensors", self.ckpt_dir / CLOCK_FILE] if p.exists()]
+        old += sorted(self.ckpt_dir.glob("step_*.safetensors")) if self.ckpt_dir.is_dir() else []
+        if not old:
+            return
+        for p in old:
+            p.unlink()
+        log.warning("%s has no resume checkpoint yet: starting over from step 0 (its log and step checkpoints "
+                    "were cleared)", self.run_dir)
+
+    def _check_state(self, path: Path, state: dict) -> None:
+        """Raise :class:`CheckpointError` unless the trainer state of a resume checkpoint is
+        complete and fits this run."""
+        def need(ok: bool, what: str) -> None:
+            if not ok:
+                raise CheckpointError(f"checkpoint {path} has bad trainer metadata: {what}; "
+                                      f"restore it from a copy or remove it to start over")
+
+        def is_int(v) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        for key in ("step", "tokens_seen", "seed", "selection", "stop"):
+            need(key in state, f"no {key!r}")
+        need(is_int(state["step"]) and 0 <= state["step"] <= self.cfg.steps,
+             f"step {state['step']!r} is not in [0, train.steps={self.cfg.steps}]")
+        need(is_int(state["tokens_seen"]) and state["tokens_seen"] >= 0, f"tokens_seen {state['tokens_seen']!r}")
+        need(state["seed"] == self.seed, f"seed {state['seed']!r}, this run's is {self.seed}")
+        sel = state["selection"]
+        need(isinstance(sel, dict) and {"best_step", "best_metrics"} <= set(sel) and isinstance(sel["best_metrics"], dict)
+             and (sel["best_step"] is None or (is_int(sel["best_step"]) and 0 <= sel["best_step"] <= state["step"])),
+             f"selection {sel!r}")
+        stop = state["stop"]
+        need(isinstance(stop, dict) and {"hits", "since_improvement", "best", "reason"} <= set(stop), f"stop {stop!r}")
+        need(isinstance(state.get("last_metrics", {}), dict), "last_metrics is not a dict")
+        need(is_int(state.get("loss_count", 0)) and state.get("loss_count", 0) >= 0
+             and isinstance(state.get("loss_sum", 0.0), (int, float)), "loss_sum / loss_count")
+
+    def _check_best(self, best_step: int | None) -> None:
+        """best.safetensors must fit the model and be the resumed selection's (or one written
+        after the resume checkpoint, which training will write again)."""
+        path = self.ckpt_dir / "best.safetensors"
+        if not path.exists():
+            return
+        tensors, meta = ckpt.load_tensors(path)
+        ckpt.check_model_state(path, ckpt.model_state(tensors), self.model, meta)
+        step = ckpt.check_step(path, meta)
+        if step != best_step and (step is None or step <= self.step):
+            raise CheckpointError(f"checkpoint {path} holds step {step}, but the resume checkpoint selected step "
+                                  f"{best_step}; restore it from a copy or remove it")
 
     def resume(self) -> bool:
-        """Restore the latest resume checkpoint if there is one; returns whether it did."""
-        if self.run_dir is None or not (self.ckpt_dir / "resume.safetensors").exists():
+        """Restore the latest resume checkpoint if there is one; returns whether it did. Without
+        one, training starts at step 0 and what an earlier start wrote is cleared. Every file the
+        run will read again is checked first: a bad one raises :class:`CheckpointError` and no
+        file is changed (the Trainer is then not to be used)."""
+        if self.run_dir is None:
             return False
-        state = ckpt.load_training_state(self.ckpt_dir / "resume.safetensors", self.model, self.opt)
-        self.step, self.tokens_seen = state["step"], state["tokens_seen"]
-        self.wall_time, self.last_metrics = state["wall_time"], state.get("last_metrics", {})
+        path = self.ckpt_dir / "resume.safetensors"
+        if not path.exists():
+            self._start_over()
+            return False
+        state = ckpt.load_training_state(path, self.model, self.opt)
+        self._check_state(path, state)
+        self.step = self.saved_step = state["step"]
+        self._check_best(state["selection"]["best_step"])
+        log_path = self.run_dir / "metrics.jsonl"
+        records = read_log(log_path) if self.writes else []
+        self.tokens_seen, self.last_metrics = state["tokens_seen"], state.get("last_metrics", {})
+        self.loss_sum, self.loss_count = float(state.get("loss_sum", 0.0)), int(state.get("loss_count", 0))
+        self.wall_time = self._resumed_wall_time(state)
         self.selection.load(state["selection"])
         self.stop_rules.load(state["stop"])
         if "task_state" in state and hasattr(self.task, "load_state_dict"):
             self.task.load_state_dict(state["task_state"])
         if self.writes:  # forget what was logged after the checkpoint: it will be logged again
-            path = self.run_dir / "metrics.jsonl"
-            if path.exists():
-                keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= self.step]
-                ckpt.atomic_write_bytes(path, ("\n".join(keep) + "\n" if keep else "").encode())
+            keep = [json.dumps(r, allow_nan=False) for r in records if r["step"] <= self.step]
+            ckpt.atomic_write_bytes(log_path, ("\n".join(keep) + "\n" if keep else "").encode())
             for f in self.ckpt_dir.glob("step_*.safetensors"):
                 if int(f.stem.split("_")[1]) > self.step:
                     f.unlink()
         log.info("resumed at step %d", self.step)
         return True
+
+    def _resumed_wall_time(self, state: dict) -> float:
+        """Training time up to the resume checkpoint: its clock file, or (a checkpoint written
+        before the clock moved out of it) its trainer state; 0 when neither says."""
+        try:
+            clock = json.loads((self.ckpt_dir / CLOCK_FILE).read_text())
+            if clock.get("step") == self.step:
+                return float(clock["wall_time"])
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pass
+        value = state.get("wall_time", 0.0)
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 
     # ----------------------------------------------------------------- loop
     def _batch(self, step: int) -> dict:
@@ -242,9 +404,22 @@ class Trainer:
     def _on_eval(self, metrics: dict) -> str | None:
         self.last_metrics = metrics
         self._log({"step": self.step, "split": "eval", **metrics})
+        for name in (self.cfg.select_metric, self.cfg.tie_break_metric, self.cfg.stop_metric):
+            if name is not None and name in metrics and not math.isfinite(metrics[name]):
+                self._diverged(f"the evaluation gave {name}={metrics[name]}", self.step)
         if self.selection.update(self.step, metrics) and self.writes:
-            ckpt.save_model(self.ckpt_dir / "best.safetensors", self.model, step=self.step, metrics=metrics)
+            self._save_model(self.ckpt_dir / "best.safetensors", step=self.step, metrics=metrics)
         return self.stop_rules.update(metrics)
+
+    def _grad_norm(self) -> torch.Tensor:
+        """The total gradient norm, clipped to train.grad_clip when that is set (the norm
+        before clipping is returned either way)."""
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if self.cfg.grad_clip > 0:
+            return torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
+        if not params:
+            return torch.zeros(())
+        return torch.nn.utils.get_total_norm([p.grad for p in params])
 
     def fit(self) -> TrainResult:
         cfg = self.cfg
@@ -257,9 +432,8 @@ class Trainer:
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not (self.progress and sys.stderr.isatty()),
                    desc="train", dynamic_ncols=True, leave=False)
         self.model.train()
-        running, n_running = 0.0, 0
         if self.step == 0 and self.writes and cfg.checkpoint_every:
-            ckpt.save_model(self.ckpt_dir / "step_000000.safetensors", self.model, step=0)
+            self._save_model(self.ckpt_dir / "step_000000.safetensors", step=0)
         while self.step < cfg.steps and not self.stop_rules.stopped:
             mult = lr_multiplier(self.step, total=cfg.steps, warmup_steps=cfg.warmup_steps,
                                  warmup_start=cfg.warmup_start, kind=cfg.schedule, min_ratio=cfg.min_lr_ratio,
@@ -269,25 +443,32 @@ class Trainer:
             batch = self._batch(self.step)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
                 loss = self.objective(self.train_model, batch)
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                self._log({"step": self.step + 1, "split": "train", "loss": value, "diverged": True})
+                self._diverged(f"the training loss is {value}", self.step + 1)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            norm = float(self._grad_norm())
+            if not math.isfinite(norm):
+                self._log({"step": self.step + 1, "split": "train", "loss": value, "grad_norm": norm, "diverged": True})
+                self._diverged(f"the gradient norm is {norm}", self.step + 1)
             self.opt.step()
             self.step += 1
-            running += float(loss.detach())
-            n_running += 1
+            self.loss_sum += value
+            self.loss_count += 1
             bar.update(1)
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 self.wall_time = time.perf_counter() - t0
+                running = self.loss_sum
                 if self.dist.world > 1:  # log the mean over ranks: the loss of the global batch
                     total = torch.tensor([running], dtype=torch.float64, device=self.device)
                     torch.distributed.all_reduce(total)
                     running = float(total) / self.dist.world
-                self._log({"step": self.step, "split": "train", "loss": running / n_running,
+                self._log({"step": self.step, "split": "train", "loss": running / self.loss_count,
                            "lr": cfg.lr * mult, "tokens": self.tokens_seen, "time": round(self.wall_time, 3)})
-                bar.set_postfix(loss=f"{running / n_running:.4f}")
-                running, n_running = 0.0, 0
+                bar.set_postfix(loss=f"{running / self.loss_count:.4f}")
+                self.loss_sum, self.loss_count = 0.0, 0
             if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
                 self._on_eval(self._evaluate())
             if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or self.step == cfg.steps \
