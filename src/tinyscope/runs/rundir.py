@@ -9,6 +9,7 @@ A run directory holds::
                      order: train.json (its TrainConfig), metrics.jsonl, checkpoints/ as above
     results.json     the selected checkpoint's final evaluation, fingerprint, wall time
     figures/         figures written by `tinyscope viz` and the report
+    .lock            held by the one process writing into the run (:mod:`tinyscope.runs.lock`)
 
 The model a run selects is the main phase's selected checkpoint (best.safetensors, else the
 last), or, when the experiment declares stages, the last stage's: each stage starts from the
@@ -66,11 +67,17 @@ class Run:
     @property
     def results(self) -> dict:
         p = self.path / "results.json"
-        return json.loads(p.read_text()) if p.exists() else {}
+        if not p.exists():
+            return {}
+        try:
+            return json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"{p} is not valid JSON ({exc.msg} at line {exc.lineno}); "
+                                  f"`tinyscope eval {self.path}` measures the run again") from None
 
     def metrics(self) -> list[dict]:
-        p = self.path / "metrics.jsonl"
-        return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()] if p.exists() else []
+        """The records of metrics.jsonl (a torn last line, left by a kill, is dropped)."""
+        return read_log(self.path / "metrics.jsonl")
 
     def checkpoint_steps(self) -> list[int]:
         return sorted(int(f.stem.split("_")[1]) for f in (self.path / "checkpoints").glob("step_*.safetensors"))
@@ -127,7 +134,7 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
     if not exp.trainable:  # a compiled model: written, not trained (a complete one is kept)
         with run_lock(out):
             if resume and (out / "results.json").exists():
-                return json.loads((out / "results.json").read_text())
+                return _read_results(out)
             try:
                 return exp.write_compiled(cfg, out)
             except Exception:
@@ -156,6 +163,15 @@ def run_experiment(name: str, preset: str, seed: int | None = None, overrides: l
             raise
 
 
+def _read_results(out: Path) -> dict:
+    """results.json of a complete run; one that is not JSON is a :class:`CheckpointError`."""
+    try:
+        return json.loads((out / "results.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{out / 'results.json'} is not valid JSON ({exc.msg} at line {exc.lineno}); "
+                              f"remove it and `--resume` measures the run again") from None
+
+
 def _remove_new_entries(out: Path, before: list[str] | None) -> None:
     """Remove what a failed start wrote: the whole directory when it made it, else the entries
     that were not there before."""
@@ -171,7 +187,7 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
     """The body of :func:`run_experiment` once the run directory is ready (and locked)."""
     if resume and dist_info().is_main and (out / "results.json").exists():
         log.info("%s is already complete", out)
-        results = json.loads((out / "results.json").read_text())
+        results = _read_results(out)
         if report != "none" and not (out / "report.html").exists():  # killed between results and report
             _write_report(load_run(out), full=report == "full" or (report == "auto" and preset != "smoke"))
         return results

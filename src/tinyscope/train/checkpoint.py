@@ -1,14 +1,29 @@
-"""Checkpoint I/O: safetensors for tensors, JSON for everything else, written atomically.
+"""Checkpoint I/O: safetensors for tensors, JSON for everything else, written atomically and
+checked when read.
 
 A file is written to a temporary name in the same directory, flushed to disk and renamed over
-the target, so a crash leaves either the old file or the new one, never a torn one. Loading uses
-``safetensors`` only: no pickled code is ever executed.
+the target, so a crash leaves either the old file or the new one, never a torn one (a killed
+write leaves its temporary file, which :func:`remove_temp_files` clears at the next start).
+Loading uses ``safetensors`` only: no pickled code is ever executed.
+
+File format: the safetensors header's metadata holds one key, ``tinyscope``, whose value is the
+whole metadata dict as sorted, compact JSON (safetensors writes a metadata dict in an arbitrary
+key order, so one key is what makes the same state give the same bytes), including
+``checksum``: ``sha256:<hex>`` over every tensor's name, dtype, shape and bytes
+(:func:`tensor_checksum`). Files written before this format (one JSON value per key, no
+checksum) are read as they are.
+
+Checks on load: the file is readable, its checksum matches, every floating-point value is
+finite (:func:`load_tensors`); the tensors are exactly the model's, with its shapes and dtypes
+(:func:`check_model_state`); a resume checkpoint's optimizer state fits the optimizer. A file
+that fails raises :class:`CheckpointError` naming it, before anything is loaded.
 
 Layout of a run's ``checkpoints/``::
 
     step_000100.safetensors   model weights at step 100 (kept: they feed the training movies)
     best.safetensors          weights of the selected checkpoint
     resume.safetensors        weights + optimizer + RNG + trainer state (JSON in the metadata)
+    resume.clock.json         training wall time at the resume checkpoint (kept out of its bytes)
 """
 from __future__ import annotations
 

@@ -256,19 +256,23 @@ class Trainer:
 
     def _check_finite_model(self) -> None:
         """Refuse to save weights that are not finite (the step before diverged without a
-        non-finite loss or gradient): the last checkpoint stays the last good one."""
+        non-finite loss or gradient): the last checkpoint stays the last good one. Every
+        process checks (the weights are the same on all), so all of them stop together."""
         for name, p in ckpt.unwrap(self.model).state_dict().items():
             if p.is_floating_point() and not bool(torch.isfinite(p).all()):
                 self._diverged(f"the weights ({name}) are not finite", self.step)
 
-    def _save_model(self, path: Path, **metadata: Any) -> None:
+    def _save_model(self, name: str, **metadata: Any) -> None:
+        """Save the weights as checkpoints/``name`` (rank 0) once every process has checked that
+        they are finite."""
         self._check_finite_model()
-        ckpt.save_model(path, self.model, **metadata)
+        if self.writes:
+            ckpt.save_model(self.ckpt_dir / name, self.model, **metadata)
 
     def _save_checkpoint(self) -> None:
+        self._check_finite_model()
         if not self.writes:
             return
-        self._check_finite_model()
         if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
             ckpt.save_model(self.ckpt_dir / f"step_{self.step:06d}.safetensors", self.model, step=self.step)
         ckpt.save_training_state(self.ckpt_dir / "resume.safetensors", self.model, self.opt, self._trainer_state())
@@ -407,8 +411,8 @@ class Trainer:
         for name in (self.cfg.select_metric, self.cfg.tie_break_metric, self.cfg.stop_metric):
             if name is not None and name in metrics and not math.isfinite(metrics[name]):
                 self._diverged(f"the evaluation gave {name}={metrics[name]}", self.step)
-        if self.selection.update(self.step, metrics) and self.writes:
-            self._save_model(self.ckpt_dir / "best.safetensors", step=self.step, metrics=metrics)
+        if self.selection.update(self.step, metrics):
+            self._save_model("best.safetensors", step=self.step, metrics=metrics)
         return self.stop_rules.update(metrics)
 
     def _grad_norm(self) -> torch.Tensor:
@@ -432,8 +436,8 @@ class Trainer:
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not (self.progress and sys.stderr.isatty()),
                    desc="train", dynamic_ncols=True, leave=False)
         self.model.train()
-        if self.step == 0 and self.writes and cfg.checkpoint_every:
-            self._save_model(self.ckpt_dir / "step_000000.safetensors", step=0)
+        if self.step == 0 and cfg.checkpoint_every:
+            self._save_model("step_000000.safetensors", step=0)
         while self.step < cfg.steps and not self.stop_rules.stopped:
             mult = lr_multiplier(self.step, total=cfg.steps, warmup_steps=cfg.warmup_steps,
                                  warmup_start=cfg.warmup_start, kind=cfg.schedule, min_ratio=cfg.min_lr_ratio,
@@ -444,12 +448,18 @@ class Trainer:
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
                 loss = self.objective(self.train_model, batch)
             value = float(loss.detach())
-            if not math.isfinite(value):
+            if self.dist.world == 1 and not math.isfinite(value):  # (several processes: checked together below)
                 self._log({"step": self.step + 1, "split": "train", "loss": value, "diverged": True})
                 self._diverged(f"the training loss is {value}", self.step + 1)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             norm = float(self._grad_norm())
+            if self.dist.world > 1:  # one process's loss: every process stops, or none does
+                flag = torch.tensor([0.0 if math.isfinite(value) else 1.0], device=self.device)
+                torch.distributed.all_reduce(flag)
+                if float(flag) > 0:
+                    self._log({"step": self.step + 1, "split": "train", "loss": None, "diverged": True})
+                    self._diverged("the training loss is not finite", self.step + 1)
             if not math.isfinite(norm):
                 self._log({"step": self.step + 1, "split": "train", "loss": value, "grad_norm": norm, "diverged": True})
                 self._diverged(f"the gradient norm is {norm}", self.step + 1)

@@ -535,6 +535,29 @@ def test_a_run_killed_between_results_and_report_gets_its_report_on_resume(runs,
     assert (out / "report.html").stat().st_size > 0
 
 
+def test_a_truncated_results_json_is_named_and_removing_it_measures_the_run_again(runs, tmp_path):
+    out = tmp_path / "r"
+    shutil.copytree(runs / "full", out)
+    path = out / "results.json"
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(CheckpointError, match="results.json is not valid JSON"):
+        resume(out)
+    with pytest.raises(CheckpointError, match="results.json is not valid JSON"):
+        load_run(out).results
+    path.unlink()
+    resume(out)  # the resume checkpoint is at the last step: only the final evaluation runs
+    assert results(out) == results(runs / "full")
+
+
+def test_a_loaded_runs_log_drops_a_torn_last_line(runs, tmp_path):
+    out = tmp_path / "r"
+    shutil.copytree(runs / "full", out)
+    whole = load_run(out).metrics()
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"step": 301, "spl')
+    assert load_run(out).metrics() == whole
+
+
 def test_a_start_that_fails_late_leaves_nothing_that_blocks_the_corrected_command(tmp_path, capsys):
     out = tmp_path / "r"
     base = ["run", PLE, "--preset", "smoke", "--out", str(out), "--no-progress", "--set", "train.threads=1",
