@@ -73,7 +73,7 @@ class Run:
             return json.loads(p.read_text())
         except json.JSONDecodeError as exc:
             raise CheckpointError(f"{p} is not valid JSON ({exc.msg} at line {exc.lineno}); "
-                                  f"`tinyscope eval {self.path}` measures the run again") from None
+                                  f"remove it and `tinyscope run ... --resume` measures the run again") from None
 
     def metrics(self) -> list[dict]:
         """The records of metrics.jsonl (a torn last line, left by a kill, is dropped)."""

@@ -367,7 +367,7 @@ class Trainer:
         if "task_state" in state and hasattr(self.task, "load_state_dict"):
             self.task.load_state_dict(state["task_state"])
         if self.writes:  # forget what was logged after the checkpoint: it will be logged again
-            keep = [json.dumps(r, allow_nan=False) for r in records if r["step"] <= self.step]
+            keep = [json.dumps(json_record(r), allow_nan=False) for r in records if r["step"] <= self.step]
             ckpt.atomic_write_bytes(log_path, ("\n".join(keep) + "\n" if keep else "").encode())
             for f in self.ckpt_dir.glob("step_*.safetensors"):
                 if int(f.stem.split("_")[1]) > self.step:

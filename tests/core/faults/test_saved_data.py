@@ -543,7 +543,7 @@ def test_a_truncated_results_json_is_named_and_removing_it_measures_the_run_agai
     with pytest.raises(CheckpointError, match="results.json is not valid JSON"):
         resume(out)
     with pytest.raises(CheckpointError, match="results.json is not valid JSON"):
-        load_run(out).results
+        assert load_run(out).results
     path.unlink()
     resume(out)  # the resume checkpoint is at the last step: only the final evaluation runs
     assert results(out) == results(runs / "full")
