@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import pkgutil
@@ -82,10 +83,10 @@ def user_error(exc: BaseException) -> str | None:
 
 def log_traceback(args: argparse.Namespace, exc: BaseException) -> Path | None:
     """Append the traceback of ``exc`` to ``cli-errors.log`` in the run directory the command
-    worked on (``--out``, ``RUN`` or ``FOLDER`` when it is a writable directory), else under
+    worked on (``RUN``, ``--out`` or ``FOLDER`` when it is a writable directory), else under
     the temporary directory; returns the file (None: nowhere could be written)."""
     candidates = []
-    for name in ("out", "run", "folder"):
+    for name in ("run", "out", "folder"):
         value = getattr(args, name, None)
         if isinstance(value, str) and value and not value.startswith("zoo:"):
             candidates.append(Path(value))
@@ -145,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         message = user_error(exc)
         if message is not None:
             return _fail(message)
+        if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):  # a damaged file, read without a check
+            path = log_traceback(args, exc)
+            where = f"; the traceback in {path} shows which file" if path else ""
+            return _fail(f"a file this command read is damaged or not what it should be "
+                         f"({type(exc).__name__}: {one_line(exc)[:200]}){where}")
         if args.verbose:
             traceback.print_exc()
         path = log_traceback(args, exc)

@@ -62,6 +62,7 @@ def cmd_sweep(args) -> int:
     from tinyscope.commands._preflight import check_machine, check_out, cores
     from tinyscope.errors import ConfigError
     from tinyscope.sweep import SweepSpec, parse_grid, run_sweep
+    from tinyscope.sweep.core import check_options
 
     if args.backend == "local":  # let the fork server import torch while we do
         from tinyscope.sweep.local import prestart
@@ -74,6 +75,7 @@ def cmd_sweep(args) -> int:
     common = list(args.overrides) + ([f"train.logger={args.logger}"] if args.logger else [])
     spec = SweepSpec(exp.name, args.preset, seeds, parse_grid(args.grid), common)
     out = args.out or f"sweeps/{exp.name}-{args.preset}"
+    check_options(args.jobs, args.backend, args.address, args.run_report)
     runs = spec.validate()  # a bad key or value in any grid point stops here, before any run
     n = len(runs)
     check_out(Path(out))

@@ -272,7 +272,9 @@ class RunIndex:
             cur = self.db.execute(sql)
         except sqlite3.Error as exc:
             known = ", ".join(BASE_COLUMNS + metrics + settings)
-            raise ConfigError(f"--where {where!r} is not a valid SQL condition ({exc}); columns: {known}") from None
+            given = f"--where {where!r} is not a valid SQL condition" if where else ""
+            given += (" or " if where else "") + (f"--order {order!r} is not a valid SQL ORDER BY" if order != "path" else "")
+            raise ConfigError(f"{given or 'the query failed'} ({exc}); columns: {known}") from None
         cols = [d[0] for d in cur.description]
         return cols, [dict(zip(cols, r)) for r in cur.fetchall()]
 

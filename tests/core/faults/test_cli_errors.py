@@ -104,7 +104,7 @@ def world(tmp_path_factory):
     run = tmp / "run"
     shutil.copytree(ZOO_RUN, run)
     (run / "afile").write_text("not a directory\n")
-    for name in ("noexp", "empty", "notjson", "badvalue"):
+    for name in ("noexp", "empty", "notjson", "badvalue", "binary", "wider"):
         shutil.copytree(ZOO_RUN, tmp / "cfg" / name)
     record = json.loads((run / "config.json").read_text())
     (tmp / "cfg" / "noexp" / "config.json").write_text(json.dumps({k: v for k, v in record.items() if k != "experiment"}))
@@ -113,6 +113,18 @@ def world(tmp_path_factory):
     bad = json.loads(json.dumps(record))
     bad["config"]["model"]["d_model"] = "wide"
     (tmp / "cfg" / "badvalue" / "config.json").write_text(json.dumps(bad))
+    (tmp / "cfg" / "binary" / "config.json").write_bytes(b"\xff\xfe\x00garbage" * 10)
+    wider = json.loads(json.dumps(record))  # a config that no longer matches the weights
+    wider["config"]["model"]["d_model"] = record["config"]["model"]["d_model"] * 2
+    (tmp / "cfg" / "wider" / "config.json").write_text(json.dumps(wider))
+    clean = tmp / "clean"  # two seeds, nothing damaged but a sweep.json cut short
+    for seed in (1, 2):
+        d = clean / f"s{seed}"
+        shutil.copytree(ZOO_RUN, d)
+        rec = json.loads((d / "config.json").read_text())
+        rec["config"]["seed"] = seed
+        (d / "config.json").write_text(json.dumps(rec))
+    (clean / "sweep.json").write_text('{"experiment": "plus-last-even", "grid": {"train')
     folder = tmp / "folder"  # three seeds of one setting; one results.json cut short
     for seed in (1, 2, 3):
         d = folder / f"s{seed}"
@@ -131,7 +143,8 @@ def world(tmp_path_factory):
     readonly = tmp / "readonly"
     readonly.mkdir()
     readonly.chmod(0o555)
-    return {"tmp": tmp, "run": run, "folder": folder, "torn": torn, "readonly": readonly, "badindex": sqlite}
+    return {"tmp": tmp, "run": run, "folder": folder, "torn": torn, "readonly": readonly, "badindex": sqlite,
+            "clean": clean}
 
 
 def bad_inputs(w: dict) -> dict[str, list[list[str]]]:
@@ -171,10 +184,20 @@ def bad_inputs(w: dict) -> dict[str, list[list[str]]]:
                 ["viz", run, "--focus-position", "100000", "--only", "07_qk_space_focused_query"],
                 ["viz", run, "--dpi", "0"], ["viz", run, "--dpi", "100000"],
                 ["viz", run, "--focus", "x", "--only", "08_query_token_scores"], ["viz", run, "--only", "nosuchview"]],
-        "config.json": [["eval", str(tmp / "cfg" / n)] for n in ("noexp", "empty", "notjson", "badvalue")]
-        + [["viz", str(tmp / "cfg" / "notjson")]],
+        "config.json": [["eval", str(tmp / "cfg" / n)] for n in ("noexp", "empty", "notjson", "badvalue", "binary", "wider")]
+        + [["viz", str(tmp / "cfg" / "notjson")], ["analyze", str(tmp / "cfg" / "binary")]],
         "folders": [["runs", str(tmp / "missing")], ["runs", run, "--where", "no such column"],
-                    ["runs", str(w["badindex"])], ["report", str(tmp / "cfg" / "empty" / "checkpoints")]],
+                    ["runs", run, "--order", "nosuch"], ["runs", run, "--columns", "nosuch"],
+                    ["runs", str(w["badindex"])], ["report", str(tmp / "cfg" / "empty" / "checkpoints")],
+                    ["report", str(w["clean"]), "--table", "nosuch"], ["report", str(w["clean"])]],
+        "movie": [["movie", run, "--fps", "0"], ["movie", run, "--fps", "nan"], ["movie", run, "--every", "0"],
+                  ["movie", run, "--dpi", "0"]],
+        "sweep": [["sweep", "plus-last-even", *SMOKE, "--jobs", "0", "--out", out],
+                  ["sweep", "plus-last-even", *SMOKE, "--grid", "train.lr=nan,1e-3", "--out", out],
+                  ["sweep", "plus-last-even", *SMOKE, "--grid", "train.lr", "--out", out]],
+        "other commands": [["construct", "eca", "--grid", "-5", "--out", out], ["construct", "eca", "--beta", "nan", "--out", out],
+                           ["claims", "nosuch"], ["reproduce", "minimal", "--seeds", "0", "--dry-run"],
+                           ["zoo", "path", "nosuch"], ["frobnicate"]],
     }
     return cases
 
@@ -246,7 +269,7 @@ def test_every_user_caused_error_is_one_line_and_exit_2(world, outcome):
         if not ok:
             failures.append(f"[{case['kind']}] tinyscope {' '.join(case['argv'])}\n  -> exit {r['rc']}, stderr "
                             f"({len(err)} lines): {r['stderr'][-600:]!r}")
-    assert tried >= 50
+    assert tried >= 70
     assert not failures, f"{len(failures)} of {tried} cases broke the rule:\n" + "\n".join(failures)
     assert not (world["tmp"] / "new").exists(), "a refused run left a directory behind"
     assert outcome["wall"] < 300

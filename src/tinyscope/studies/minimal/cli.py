@@ -19,12 +19,21 @@ def register(sub) -> None:
 
 
 def cmd_movie(args) -> int:
+    import math
+
+    from tinyscope.errors import ConfigError
     from tinyscope.runs.rundir import load_run
     from tinyscope.studies.minimal.movies import render_movies
 
+    if not (math.isfinite(args.fps) and 0 < args.fps <= 120):
+        raise ConfigError(f"--fps {args.fps} must be a number in (0, 120]")
+    if args.every < 1:
+        raise ConfigError(f"--every {args.every} must be >= 1")
+    if not 10 <= args.dpi <= 1200:
+        raise ConfigError(f"--dpi {args.dpi} must be between 10 and 1200")
     run = load_run(args.run, "best")
     written = render_movies(run, out_dir=args.out, only=args.only, fps=args.fps, every=args.every,
-                            mp4=not args.no_mp4, dpi=args.dpi, progress=not args.no_progress)
+                            mp4=not args.no_mp4, dpi=args.dpi, progress=not args.no_progress and sys.stderr.isatty())
     for files in written.values():
         for f in files:
             print(f)
