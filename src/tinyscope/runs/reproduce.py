@@ -12,6 +12,7 @@ into the study ledgers (:mod:`tinyscope.runs.ledger`) and ``docs/results/<study>
 from __future__ import annotations
 
 import json
+import logging
 import math
 import shutil
 import statistics
@@ -25,6 +26,7 @@ from tinyscope.runs.claims import Claim, ClaimError, Measurement, RunRecord, Run
 from tinyscope.sweep.grid import RunSpec, setting_name
 from tinyscope.train.checkpoint import atomic_write_bytes, atomic_write_json
 
+log = logging.getLogger(__name__)
 SMOKE = "smoke"
 
 
@@ -198,9 +200,10 @@ def collect(p: Plan) -> list[ClaimResult]:
         try:
             m = measure_claim(c, runs)
             error = None
-        except (ClaimError, KeyError, ZeroDivisionError) as exc:
+        except Exception as exc:  # noqa: BLE001 - one claim that cannot be measured must not lose the others
             m = Measurement(math.nan, math.nan, 0, {}, "not run")
             error = str(exc) if isinstance(exc, ClaimError) else f"{type(exc).__name__}: {exc}"
+            log.warning("claim %s could not be measured: %s", c.id, error)
         extras = _extras(c, runs, m) if error is None else {}
         results.append(ClaimResult(c, m, extras, {s: r.path for s, r in runs[0].items()} if runs else {}, error))
     return results
