@@ -35,6 +35,17 @@ def parse_checkpoint(value: str) -> str | int:
 
 
 def cmd_analyze(args) -> int:
+    """Runs while holding the run directory's lock (one writer per run; see runs/lock.py)."""
+    from tinyscope.runs.lock import run_lock
+    from tinyscope.runs.rundir import resolve_run_path
+
+    if getattr(args, 'list', False):
+        return _analyze(args)
+    with run_lock(resolve_run_path(args.run)):
+        return _analyze(args)
+
+
+def _analyze(args) -> int:
 
     import torch
 

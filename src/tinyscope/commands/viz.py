@@ -66,6 +66,17 @@ def draw(view, args):
 
 
 def cmd_viz(args) -> int:
+    """Runs while holding the run directory's lock (one writer per run; see runs/lock.py)."""
+    from tinyscope.runs.lock import run_lock
+    from tinyscope.runs.rundir import resolve_run_path
+
+    if getattr(args, 'list', False):
+        return _viz(args)
+    with run_lock(resolve_run_path(args.run)):
+        return _viz(args)
+
+
+def _viz(args) -> int:
     from tinyscope.commands.analyze import parse_checkpoint
     from tinyscope.errors import TinyscopeError
     from tinyscope.interp.plotting import figure_png

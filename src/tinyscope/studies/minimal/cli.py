@@ -19,6 +19,15 @@ def register(sub) -> None:
 
 
 def cmd_movie(args) -> int:
+    """Runs while holding the run directory's lock (one writer per run; see runs/lock.py)."""
+    from tinyscope.runs.lock import run_lock
+    from tinyscope.runs.rundir import resolve_run_path
+
+    with run_lock(resolve_run_path(args.run)):
+        return _movie(args)
+
+
+def _movie(args) -> int:
     import math
 
     from tinyscope.errors import ConfigError
