@@ -115,6 +115,23 @@ class _Formatter(logging.Formatter):
         return message
 
 
+class _Once(logging.Filter):
+    """Say each warning once: a file read twice in one command warns once."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set[tuple[int, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = (record.levelno, record.getMessage())
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
 def _fail(message: str) -> int:
     sys.stderr.write(f"tinyscope: error: {one_line(message)}\n")
     return 2
@@ -125,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler = logging.StreamHandler()
     handler.setFormatter(_Formatter())
+    handler.addFilter(_Once())
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[handler])
     if not getattr(args, "func", None):
         parser.print_help()
