@@ -121,6 +121,7 @@ def cmd_reproduce(args) -> int:
             raise ConfigError(f"{' '.join(args.targets)} has no computed claims")
     out = args.out or "reproduce/" + "+".join(t.replace("/", "_") for t in args.targets)[:80]
     plan = reproduce.plan(chosen, out, preset=args.preset, n_seeds=args.seeds, include_gpu=args.include_gpu)
+    _preflight(plan, args)
     print(reproduce.format_plan(plan, args.jobs), file=sys.stderr)
     if args.dry_run:
         return 0
@@ -155,6 +156,28 @@ def cmd_reproduce(args) -> int:
         print(f"tinyscope: zoo entry zoo:{name}", file=sys.stderr)
     print(f"tinyscope: {json_path} and {md_path}", file=sys.stderr)
     return 1 if result.failed else 0
+
+
+def _preflight(plan, args) -> None:
+    """The checks `tinyscope sweep` makes before writing: the output folder (not for a dry run),
+    --threads, and device, threads and memory of each distinct trained setting."""
+    from pathlib import Path
+
+    from tinyscope.commands._preflight import check_machine, check_out, cores
+    from tinyscope.errors import ConfigError
+    from tinyscope.runs import registry
+
+    if not args.dry_run:
+        check_out(Path(plan.out))
+    if args.threads is not None and not 1 <= args.threads <= cores():
+        raise ConfigError(f"--threads {args.threads} must be between 1 and {cores()} (the cores this process may use)")
+    seen = set()
+    for r in plan.runs:
+        exp = registry.get(r.run_set.experiment)
+        if r.run_set.key in seen or not exp.trainable:
+            continue
+        seen.add(r.run_set.key)
+        check_machine(exp, exp.config(r.run_set.preset, r.seed, list(r.run_set.overrides)), list(r.run_set.overrides))
 
 
 # ---------------------------------------------------------------- zoo
