@@ -20,9 +20,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinyscope import __version__
 from tinyscope.errors import ConfigError
 from tinyscope.runs import ledger, registry, zoo
-from tinyscope.runs.claims import Claim, ClaimError, Measurement, RunRecord, RunSet, measure_claim, median_seed, time_to
+from tinyscope.runs.claims import (
+    Claim,
+    ClaimError,
+    Measurement,
+    RunRecord,
+    RunSet,
+    all_claims,
+    measure_claim,
+    median_seed,
+    time_to,
+)
 from tinyscope.sweep.grid import RunSpec, setting_name
 from tinyscope.train.checkpoint import atomic_write_bytes, atomic_write_json
 
@@ -341,7 +352,7 @@ def record(p: Plan, results: list[ClaimResult], command: str, zoo_names: dict[st
            root: Path | None = None) -> list[Path]:
     """Write the measurements made at each claim's own preset into the study ledgers, with the
     wall times of their runs (for later estimates); returns the ledgers written."""
-    own = {c.id: c for c in registry_claims()}
+    own = {c.id: c for c in all_claims()}
     calibration = ledger.calibrate()
     by_study: dict[str, list[ClaimResult]] = {}
     for r in results:
@@ -359,7 +370,7 @@ def record(p: Plan, results: list[ClaimResult], command: str, zoo_names: dict[st
             rec = {**m.to_dict(), "preset": r.claim.preset, "measure": r.claim.measure.label if r.claim.measure else
                    "computed", "seeds": sorted(m.per_seed), "extras": {k: _plain(v) for k, v in r.extras.items()},
                    "command": command, "measured": time.strftime("%Y-%m-%d"),
-                   "machine": ledger.machine(), "tinyscope_version": _version()}
+                   "machine": ledger.machine(), "tinyscope_version": __version__}
             if zoo_names and r.claim.id in zoo_names:
                 rec["zoo"] = zoo_names[r.claim.id]
             data["claims"][r.claim.id] = rec
@@ -369,18 +380,6 @@ def record(p: Plan, results: list[ClaimResult], command: str, zoo_names: dict[st
                 ledger.record_timing(data, rs.key, [w for w in walls if isinstance(w, (int, float))], calibration)
         written.append(ledger.write_ledger(study, data, root))
     return written
-
-
-def registry_claims() -> list[Claim]:
-    from tinyscope.runs.claims import all_claims
-
-    return all_claims()
-
-
-def _version() -> str:
-    from tinyscope import __version__
-
-    return __version__
 
 
 def export_entry(run_path: Path, name: str, claims: list[str], command: str, root: Path | None = None) -> zoo.ZooEntry:
@@ -456,8 +455,6 @@ BEGIN, END = "<!-- claims:begin (written by `tinyscope reproduce`; do not edit) 
 
 def ledger_markdown(study: str) -> str:
     """The claims section of docs/results/<study>.md, from the study's ledger."""
-    from tinyscope.runs.claims import all_claims
-
     data = ledger.read_ledger(study)["claims"]
     claims = all_claims(study)
     body = markdown([(c, data.get(c.id, {})) for c in claims], f"Claims of the {study} study")
