@@ -33,8 +33,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from tests.run_kill import kill_run
 from tinyscope import cli
-from tinyscope.config import to_dict
 from tinyscope.errors import CheckpointError, ConfigError
 from tinyscope.runs import lock as run_lock_module
 from tinyscope.runs.lock import RunLockedError, holder, run_lock
@@ -46,10 +46,6 @@ from tinyscope.train.trainer import DivergedError, Trainer, json_record, read_lo
 PLE = "plus-last-even"
 PLE_SET = ["train.threads=1", "train.log_every=30", "train.checkpoint_every=50"]  # 30 does not divide 50
 TIMING = {"time", "wall_time", "eval_time"}
-
-
-class Interrupt(Exception):
-    """Stands for a run killed mid-training (in-process)."""
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -95,22 +91,7 @@ def one_error_line(lines: list[str]) -> str:
 
 def kill_in_process(name: str, preset: str, seed: int, overrides: list[str], out: Path, step: int) -> None:
     """Start the run afresh in ``out`` and kill it (an exception) at its evaluation of ``step``."""
-    exp = get(name)
-    cfg = exp.config(preset, seed, overrides)
-    out.mkdir(parents=True)
-    ckpt.atomic_write_json(out / "config.json", {"experiment": name, "preset": preset, "config": to_dict(cfg)})
-    task, model = build(exp, cfg)
-    inner = exp.evaluator(cfg, task)
-
-    def dying(m):
-        if trainer.step == step:
-            raise Interrupt
-        return inner(m)
-
-    trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, objective=exp.objective(cfg, task),
-                      evaluate=dying, progress=False)
-    with pytest.raises(Interrupt):
-        trainer.fit()
+    kill_run(name, preset, seed, overrides, out, step)
 
 
 @pytest.fixture(scope="module")
