@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev,ray,tensorboard]"
+	$(PY) -m pip install -q -e ".[dev,ray,tensorboard,interop,mlflow]"
 	touch $@
 
 install: $(VENV)/.installed
