@@ -8,7 +8,7 @@ import sys
 def register(sub) -> None:
     p = sub.add_parser("viz", help="draw every figure a run offers (its study's views) into RUN/figures")
     p.add_argument("run", help="run directory")
-    p.add_argument("--checkpoint", "--step", dest="checkpoint", default=None,
+    p.add_argument("--checkpoint", default=None,
                    help="draw this checkpoint: best | last | a step number (default: the selected)")
     p.add_argument("--only", nargs="+", metavar="NAME", default=None,
                    help="draw only these views (full names or the part after the number), e.g. --only embeddings")
