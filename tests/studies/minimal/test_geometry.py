@@ -101,3 +101,38 @@ def test_plane_is_exact_in_2d_and_pca_otherwise():
     assert not plane.exact and "PC 1" in plane.axis_labels()[0] and "PCA" in plane.note
     np.testing.assert_allclose(plane.lift(plane.project(pts)), pts, atol=1e-9)
     assert plane.explained[0] > plane.explained[1] and sum(plane.explained) == pytest.approx(1.0)
+
+
+def test_geometry_is_a_copy_that_loading_other_weights_leaves_alone():
+    torch.manual_seed(0)
+    m = Transformer(minimal_model()).eval()
+    g, tr = all_points(m, VOCAB), trace_sequence(m, parse_sequence("4 1 + 4 6", VOCAB), VOCAB)
+    before = {k: getattr(g, k).copy() for k in ("tok", "pos", "emb", "q", "k", "v", "W_Q", "W_K", "W_V")}
+    p_before = tr.p.copy()
+    with torch.no_grad():  # what loading the next checkpoint into the same model does: copy_ into the parameters
+        for p in m.parameters():
+            p.copy_(torch.randn_like(p))
+    for name, arr in before.items():
+        np.testing.assert_array_equal(getattr(g, name), arr, err_msg=name)
+    np.testing.assert_array_equal(tr.p, p_before)
+    assert not np.allclose(all_points(m, VOCAB).pos, before["pos"])  # the weights did change
+
+
+def test_masked_scores_and_pooled_attention_equal_a_loop(model):
+    g = all_points(model, VOCAB)
+    V, T, dk = g.V, g.T, g.d_head
+    S = g.masked_scaled_scores()  # (V*T, V*T)
+    out = g.pooled_attention()  # (V, T, Dh)
+    for a in (0, 4, 11):
+        for t in (0, 3, 7):
+            row = S[a * T + t]
+            keys = [(b, s) for b in range(V) for s in range(T) if s <= t]
+            assert np.isfinite(row).sum() == len(keys) == V * (t + 1)
+            for b, s in keys[::7]:
+                np.testing.assert_allclose(row[b * T + s], g.q[a, t] @ g.k[b, s] / np.sqrt(dk), rtol=1e-5)
+            assert np.isnan(row[[b * T + s for b in range(V) for s in range(T) if s > t]]).all()
+            logits = np.array([g.q[a, t] @ g.k[b, s] / np.sqrt(dk) for b, s in keys])
+            w = np.exp(logits - logits.max())
+            w /= w.sum()
+            expected = sum(wi * g.v[b, s] for wi, (b, s) in zip(w, keys))
+            np.testing.assert_allclose(out[a, t], expected, rtol=1e-4, atol=1e-6)

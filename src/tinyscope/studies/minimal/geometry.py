@@ -69,11 +69,21 @@ def resid_mid_name(model) -> str:
     return f"blocks.{n_layers(model) - 1}.hook_resid_mid"
 
 
+def owned(t: torch.Tensor) -> np.ndarray:
+    """A float32 numpy copy of ``t`` that owns its memory.
+
+    ``Tensor.numpy()`` shares memory with the tensor, and hooks such as ``hook_pos_embed`` (a
+    slice of ``W_pos``) or a Linear's ``weight`` are the parameters themselves: loading the next
+    checkpoint into the same model would rewrite every array taken from them.
+    """
+    return t.detach().to("cpu", torch.float32, copy=True).numpy()
+
+
 def _weight(model, layer: int, name: str, head: int) -> np.ndarray | None:
     """Rows of W_Q / W_K / W_V for one head, (d_head, D), when the model stores them as Linear."""
     try:
         attn = model.blocks[layer].attn
-        W = getattr(attn, name).weight.detach().float().cpu().numpy()  # (H*Dh, D)
+        W = owned(getattr(attn, name).weight)  # (H*Dh, D)
         dh = attn.d_head
     except (AttributeError, IndexError, TypeError):
         return None
@@ -120,25 +130,52 @@ class Geometry:
         """Raw dot products q . k of every query point with every key point, (V, T, V, T) (Sec. 3.4, Fig. 8)."""
         return np.einsum("atd,bsd->atbs", self.q, self.k)
 
+    def causal_mask(self) -> np.ndarray:
+        """(V, T, V, T) bool: True where the key (b, s) can be attended by the query (a, t), s <= t (Sec. 2.2)."""
+        t = np.arange(self.T)
+        allowed = t[None, :] <= t[:, None]  # (T_query, T_key)
+        return np.broadcast_to(allowed[None, :, None, :], (self.V, self.T, self.V, self.T))
+
+    def masked_scaled_scores(self) -> np.ndarray:
+        """The pre-softmax score q_(a,t) . k_(b,s) / sqrt(d_k) of every query point with every key
+        point, (V*T, V*T) in (token, position) order, NaN where s > t (Movie 5)."""
+        n = self.V * self.T
+        s = self.scores() / math.sqrt(self.d_head)  # (V, T, V, T)
+        return np.where(self.causal_mask(), s, np.nan).reshape(n, n)
+
+    def pooled_attention(self) -> np.ndarray:
+        """Attention output of each query point (a, t) when every key point (b, s) with s <= t is in
+        its context: sum over those keys of softmax(q . k / sqrt(d_k)) v_(b,s), (V, T, Dh) (Movie 3,
+        the authors' "attention output, causal mask")."""
+        n = self.V * self.T
+        s = self.masked_scaled_scores()  # (n, n), NaN = masked
+        s = np.where(np.isnan(s), -np.inf, s)
+        w = np.exp(s - s.max(-1, keepdims=True))  # (n, n)
+        w /= w.sum(-1, keepdims=True)
+        return (w @ self.v.reshape(n, -1)).reshape(self.V, self.T, -1)  # (V, T, Dh)
+
 
 @torch.no_grad()
 def all_points(model, labels: list[str] | None = None, head: int = 0) -> Geometry:
-    """Embeddings, queries, keys and values of all V x T (token, position) pairs at layer 0."""
+    """Embeddings, queries, keys and values of all V x T (token, position) pairs at layer 0.
+
+    Every array is a copy: the Geometry of one checkpoint stays as it was when the next one is
+    loaded into the same model."""
     V, T = model_dims(model)
     layer = 0
     names = [EMBED, POS_EMBED] + [f"blocks.{layer}.attn.hook_{n}" for n in "qkv"]
     names = [n for n in names if n in model.hook_dict]
     tokens = torch.arange(V, device=device_of(model))[:, None].expand(V, T).contiguous()  # (V, T)
     _, cache = model.run_with_cache(tokens, names_filter=names)
-    tok = cache[EMBED][:, 0].float().cpu().numpy()  # (V, D)
+    tok = owned(cache[EMBED][:, 0])  # (V, D)
     if POS_EMBED in cache:
-        pos = cache[POS_EMBED][0].float().cpu().numpy()  # (T, D)
+        pos = owned(cache[POS_EMBED][0])  # (T, D)
     else:
         pos = np.zeros((T, tok.shape[1]), dtype=tok.dtype)
     emb = tok[:, None, :] + pos[None, :, :]  # (V, T, D)
 
     def head_of(name: str) -> np.ndarray:
-        x = cache[f"blocks.{layer}.attn.hook_{name}"].float().cpu().numpy()  # (V, T, H, Dh)
+        x = owned(cache[f"blocks.{layer}.attn.hook_{name}"])  # (V, T, H, Dh)
         if head >= x.shape[2]:
             raise TinyscopeError(f"head {head} does not exist; layer {layer} has {x.shape[2]} heads")
         return x[:, :, head, :]  # (V, T, Dh)

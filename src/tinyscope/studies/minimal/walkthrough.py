@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from tinyscope.errors import TinyscopeError
-from tinyscope.studies.minimal.geometry import EMBED, POS_EMBED, model_dims, subscript
+from tinyscope.studies.minimal.geometry import EMBED, POS_EMBED, model_dims, owned, subscript
 
 DEFAULT_SEQUENCE = "4 1 + 4 6 9 5 +"
 
@@ -105,7 +105,7 @@ def trace_sequence(model, tokens: list[int], labels: list[str], head: int = 0) -
     logits, cache = model.run_with_cache(t, names_filter=names)
 
     def get(name: str) -> np.ndarray:
-        return cache[name][0].float().cpu().numpy()
+        return owned(cache[name][0])  # a copy: hook_pos_embed is a view of W_pos
 
     x = get(EMBED)  # (T, D)
     p = get(POS_EMBED) if POS_EMBED in cache else np.zeros_like(x)  # (T, D)
