@@ -1,3 +1,4 @@
+import copy
 import json
 
 import pytest
@@ -6,7 +7,7 @@ from torch import nn
 
 from tinyscope.errors import ConfigError
 from tinyscope.runs.rundir import run_experiment
-from tinyscope.train.optim import MuonAdamW, muon_param_groups, orthogonalize, orthogonalize_svd
+from tinyscope.train.optim import TORCH_MUON, MuonAdamW, muon_param_groups, orthogonalize, orthogonalize_svd
 from tinyscope.train.trainer import TrainConfig
 
 
@@ -73,6 +74,101 @@ def test_a_muon_step_is_the_orthogonalised_nesterov_momentum():
     assert torch.allclose(w.detach(), expect, atol=1e-5)
 
 
+def _mlp(seed: int = 0) -> nn.Module:
+    """Matrices for Muon of every kind (wide, tall, square) and thin layers for AdamW."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(24, 64), nn.GELU(), nn.Linear(64, 96), nn.GELU(), nn.Linear(96, 40),
+                         nn.GELU(), nn.Linear(40, 40), nn.Linear(40, 3))
+
+
+def _muon_adamw(net: nn.Module, **kw) -> MuonAdamW:
+    return MuonAdamW(muon_param_groups(net, muon_lr=0.02, adam_lr=1e-3), weight_decay=0.1, momentum=0.9, **kw)
+
+
+def _step(net: nn.Module, opt: MuonAdamW, x: torch.Tensor, scale: float) -> None:
+    for group in opt.param_groups:  # as the trainer's schedule does
+        group["lr"] = group["base_lr"] * scale
+    opt.zero_grad()
+    net(x).pow(2).mean().backward()
+    opt.step()
+
+
+def test_torch_muon_runs_where_torch_has_it():
+    """torch >= 2.9 ships torch.optim.Muon; `auto` uses it when Newton-Schulz runs in bf16."""
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 9):
+        assert TORCH_MUON is torch.optim.Muon
+    expect = "torch" if TORCH_MUON is not None else "tinyscope"
+    assert _muon_adamw(_mlp(), ns_bf16=True).implementation == expect
+    assert _muon_adamw(_mlp(), ns_bf16=False).implementation == "tinyscope"  # torch's Muon is bf16 only
+    with pytest.raises(ValueError, match="bfloat16"):
+        _muon_adamw(_mlp(), ns_bf16=False, implementation="torch")
+
+
+@pytest.mark.skipif(TORCH_MUON is None, reason="this torch has no torch.optim.Muon to compare with")
+def test_torch_muon_and_ours_are_equal_step_for_step_in_bf16():
+    """The fallback does torch's operations in torch's order: the same parameters and momentum
+    after every step, with a schedule changing the rates and weight decay on."""
+    a, b = _mlp(), _mlp()
+    theirs, ours = _muon_adamw(a, ns_bf16=True, implementation="torch"), _muon_adamw(b, ns_bf16=True,
+                                                                                  implementation="tinyscope")
+    g = torch.Generator().manual_seed(3)
+    for s in range(6):
+        x = torch.randn(16, 24, generator=g)
+        _step(a, theirs, x, 1 - s / 10)
+        _step(b, ours, x, 1 - s / 10)
+        for p, q in zip(a.parameters(), b.parameters()):
+            assert torch.equal(p, q)
+    sa, sb = theirs.state_dict()["state"], ours.state_dict()["state"]
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i])
+
+
+@pytest.mark.skipif(TORCH_MUON is None, reason="this torch has no torch.optim.Muon to compare with")
+def test_ours_in_fp32_is_torch_muon_to_bf16_rounding():
+    """From the same state, a step of ours with Newton-Schulz in float32 moves each Muon matrix
+    as torch's bfloat16 step does, to 3% (bfloat16 keeps ~3 digits; ~1.6% measured)."""
+    a, b = _mlp(), _mlp()
+    theirs, ours = _muon_adamw(a, ns_bf16=True), _muon_adamw(b, ns_bf16=False)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(3):
+        b.load_state_dict(a.state_dict())
+        ours.load_state_dict(copy.deepcopy(theirs.state_dict()))  # (a load keeps the tensors it is given)
+        before = [p.detach().clone() for p in a.parameters()]
+        for p, q in zip(a.parameters(), b.parameters()):  # full-rank gradients: the whole update is determined
+            p.grad = torch.randn(p.shape, generator=g)
+            q.grad = p.grad.clone()
+        theirs.step()
+        ours.step()
+        for p, q, p0 in zip(a.parameters(), b.parameters(), before):
+            if p.dim() == 2 and min(p.shape) >= 32:
+                assert float((p - q).detach().norm() / (p.detach() - p0).norm()) < 0.03, p.shape
+
+
+def test_a_checkpoint_moves_between_implementations_and_from_the_summed_momentum():
+    """A state_dict of torch's Muon loads into ours (the same keys), and one of before, with
+    the summed momentum B' (B' <- mu B' + G), is converted to the average B = (1 - mu) B'."""
+    a, b = _mlp(), _mlp()
+    first, second = _muon_adamw(a, ns_bf16=True), _muon_adamw(b, ns_bf16=True, implementation="tinyscope")
+    _step(a, first, torch.randn(16, 24), 1.0)
+    b.load_state_dict(a.state_dict())
+    second.load_state_dict(copy.deepcopy(first.state_dict()))
+    x = torch.randn(16, 24)
+    _step(a, first, x, 1.0)
+    _step(b, second, x, 1.0)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+    old = copy.deepcopy(first.state_dict())
+    muon_ids = old["param_groups"][0]["params"]
+    for i in muon_ids:
+        old["state"][i] = {"momentum": old["state"][i]["momentum_buffer"] / (1 - 0.9)}
+    for key in ("nesterov", "ns_coefficients", "adjust_lr_fn"):
+        del old["param_groups"][0][key]
+    fresh = _muon_adamw(_mlp(), ns_bf16=True)
+    fresh.load_state_dict(old)
+    for i, p in zip(muon_ids, fresh.param_groups[0]["params"]):
+        assert torch.allclose(fresh.state[p]["momentum_buffer"], first.state_dict()["state"][i]["momentum_buffer"])
+    assert fresh.param_groups[0]["nesterov"] is True
+
+
 def test_bad_optimizer_settings_are_one_line_errors():
     with pytest.raises(ConfigError, match="train.optimizer"):
         TrainConfig(optimizer="sgd")
@@ -90,6 +186,7 @@ def test_a_killed_muon_run_resumes_exactly(tmp_path, kill_run_at):
     out = tmp_path / "killed"
     trainer = kill_run_at("theia-kleene", "smoke", 2, overrides, out, tmp_path / "full", step=12)
     assert isinstance(trainer.opt, MuonAdamW) and trainer.opt.param_groups[0]["use_muon"]
+    assert trainer.opt.implementation == ("torch" if TORCH_MUON is not None else "tinyscope")
     resumed = run_experiment("theia-kleene", "smoke", seed=2, overrides=overrides, out=out, resume=True,
                              progress=False, report="none")
     assert resumed["metrics"] == full["metrics"]
