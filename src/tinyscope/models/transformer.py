@@ -20,8 +20,15 @@ an output projection (``attn_out_proj=False``, the minimal model of Mahajne & Mo
 the heads' outputs are concatenated straight into the residual, so ``n_heads * d_head == d_model``.
 
 Attention has two paths that must agree: the reference path computes scores and pattern
-explicitly (and exposes ``hook_attn_scores`` and ``hook_pattern``); the fast path calls
-``scaled_dot_product_attention`` and is taken only when nothing hooks the scores or pattern.
+explicitly (and exposes ``hook_attn_scores``, the masked scores before the softmax, and
+``hook_pattern``); the fast path calls ``scaled_dot_product_attention`` and is taken only when
+nothing watches the scores or pattern (no tinyscope, PyTorch or nnsight hook on them,
+:attr:`~tinyscope.models.hooks.HookPoint.has_hooks`).
+
+Padded batches (``attention_mask`` (B, T), 1 = real token, padding on either side): a query
+attends only to real keys (and, causally, earlier ones); a query with no real key to attend to
+(left padding) gets a zero pattern, so its ``z`` is 0; real tokens are numbered from 0 in their
+row (position ``cumsum(mask) - 1``), so a left-padded row computes what the unpadded row does.
 """
 from __future__ import annotations
 
@@ -33,10 +40,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyscope.errors import check, check_choice
+from tinyscope.errors import InputError, check, check_choice
 from tinyscope.models.ffn import ACTIVATIONS, FFN_KINDS, build_ffn
 from tinyscope.models.hooks import HookedModule, HookPoint
-from tinyscope.models.inputs import check_tokens
+from tinyscope.models.inputs import check_mask, check_tokens
+from tinyscope.models.loss import lm_cross_entropy_loss
 
 
 @dataclass
@@ -135,30 +143,49 @@ class Attention(nn.Module):
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
         self.hook_attn_scores, self.hook_pattern, self.hook_z = HookPoint(), HookPoint(), HookPoint()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` (B, T, D) -> (B, T, D); ``attention_mask`` (B, T) bool, True = real key."""
         B, T, _ = x.shape
         H, Dh = self.n_heads, self.d_head
         q = self.hook_q(self.W_Q(x).view(B, T, H, Dh))  # (B, T, H, Dh)
         k = self.hook_k(self.W_K(x).view(B, T, H, Dh))  # (B, T, H, Dh)
         v = self.hook_v(self.W_V(x).view(B, T, H, Dh))  # (B, T, H, Dh)
+        allowed = None if attention_mask is None else self.allowed(attention_mask)  # (B, 1, T, T)
         if self.use_fast and not (self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks):
-            z = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                               is_causal=self.is_causal)  # (B, H, T, Dh)
+            qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, Dh)
+            if allowed is None:
+                z = F.scaled_dot_product_attention(qh, kh, vh, is_causal=self.is_causal)  # (B, H, T, Dh)
+            else:
+                live = allowed.any(-1, keepdim=True)  # (B, 1, T, 1): queries with a key to attend to
+                z = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=allowed | ~live)  # (B, H, T, Dh)
+                z = z * live  # a query with no real key gets z = 0, as the reference path's zero pattern
             z = z.transpose(1, 2)  # (B, T, H, Dh)
         else:
-            z = self.reference(q, k, v)
+            z = self.reference(q, k, v, allowed)
         z = self.hook_z(z)  # (B, T, H, Dh)
         out = z.reshape(B, T, H * Dh)  # (B, T, H*Dh)
         return self.W_O(out) if self.W_O is not None else out
 
-    def reference(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Plain attention: explicit scores, causal mask and softmax (the path hooks see)."""
+    def allowed(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Which key each query may attend to, (B, 1, T, T): a real key, and no later one when causal."""
+        T = attention_mask.shape[1]
+        allowed = attention_mask[:, None, None, :].expand(-1, 1, T, -1)  # (B, 1, T, T)
+        return allowed & self.causal[:T, :T] if self.is_causal else allowed
+
+    def reference(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  allowed: torch.Tensor | None = None) -> torch.Tensor:
+        """Plain attention: explicit scores, mask and softmax (the path hooks see)."""
         T = q.shape[1]
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(self.d_head)  # (B, H, T, T)
-        if self.is_causal:
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        elif self.is_causal:
             scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
         scores = self.hook_attn_scores(scores)  # (B, H, T, T)
-        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))  # (B, H, T, T)
+        pattern = torch.softmax(scores, dim=-1)  # (B, H, T, T)
+        if allowed is not None:
+            pattern = pattern.masked_fill(~allowed.any(-1, keepdim=True), 0.0)  # rows with no key: 0, not NaN
+        pattern = self.hook_pattern(pattern)  # (B, H, T, T)
         return torch.einsum("bhqk,bkhd->bqhd", pattern, v)  # (B, T, H, Dh)
 
 
@@ -200,9 +227,9 @@ class Block(nn.Module):
         self.quant = quant
         self.hook_quant_out = HookPoint()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.hook_resid_pre(x)  # (B, T, D)
-        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x))))  # (B, T, D)
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x), attention_mask)))  # (B, T, D)
         if self.mlp is not None:
             x = x + self.hook_mlp_out(self.mlp(self.ln2(x)))  # (B, T, D)
         if self.quant is not None:
@@ -247,23 +274,84 @@ class Transformer(HookedModule):
                             range_note=f"model.vocab_size={cfg.vocab_size}", context_note=f"model.n_ctx={cfg.n_ctx}",
                             device=self.W_E.weight.device)
 
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+    def embed(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``W_E[t] + W_pos[i]`` (B, T, D); with ``attention_mask`` the position ``i`` of a token is
+        the number of real tokens before it in its row."""
         x = self.hook_embed(self.W_E(tokens))  # (B, T, D)
         if self.W_pos is not None:
-            T = tokens.shape[1]
-            pos = self.hook_pos_embed(self.W_pos.weight[:T].unsqueeze(0).expand_as(x))  # (B, T, D)
-            x = x + pos
+            if attention_mask is None:
+                T = tokens.shape[1]
+                pos = self.W_pos.weight[:T].unsqueeze(0).expand_as(x)  # (B, T, D)
+            else:
+                pos = self.W_pos.weight[(attention_mask.long().cumsum(-1) - 1).clamp_min(0)]  # (B, T, D)
+            x = x + self.hook_pos_embed(pos)
         return x
 
-    def forward(self, tokens: torch.Tensor, check: bool = True) -> torch.Tensor:
-        """Logits (B, T, n_out) of ``tokens`` (B, T). The input is checked once, here, before any
-        layer runs (:meth:`check_tokens`); ``check=False`` skips it for callers that already did."""
+    def forward(self, tokens: torch.Tensor, return_type: str | None = "logits", loss_per_token: bool = False, *,
+                attention_mask: torch.Tensor | None = None, stop_at_layer: int | None = None,
+                check: bool = True):
+        """The model on ``tokens`` (B, T), or (T,) for one sequence, as TransformerLens's forward.
+
+        ``return_type``: ``"logits"`` (B, T, n_out), ``"loss"`` (the mean next-token
+        cross-entropy, :func:`~tinyscope.models.loss.lm_cross_entropy_loss`; per position,
+        (B, T - 1), with ``loss_per_token``), ``"both"`` (logits, loss) or ``None`` (nothing).
+        ``attention_mask`` (B, T): 1 for real tokens, 0 for padding on either side; the loss
+        counts only pairs of real tokens. ``stop_at_layer``: run the blocks before it (negative
+        counts from the end) and return the residual stream (B, T, D) that enters it.
+        The input is checked once, here, before any layer runs (:meth:`check_tokens`);
+        ``check=False`` skips it for callers that already did.
+        """
+        if isinstance(tokens, torch.Tensor) and tokens.dim() == 1:
+            tokens = tokens[None]  # (T,) -> (1, T)
+            if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 1:
+                attention_mask = attention_mask[None]
         if check:
             self.check_tokens(tokens)
-        x = self.embed(tokens)  # (B, T, D)
-        for block in self.blocks:
-            x = block(x)  # (B, T, D)
-        return self.W_U(self.ln_final(x))  # (B, T, n_out)
+        if return_type not in ("logits", "loss", "both", None):
+            raise InputError(f"return_type={return_type!r}; the model returns 'logits', 'loss', 'both' or None")
+        n_layers = self.cfg.n_layers
+        if stop_at_layer is not None:
+            if not (isinstance(stop_at_layer, int) and -n_layers <= stop_at_layer <= n_layers):
+                raise InputError(f"stop_at_layer={stop_at_layer!r}; this model has {n_layers} layers: "
+                                 f"{-n_layers} to {n_layers}")
+            n_layers = stop_at_layer if stop_at_layer >= 0 else n_layers + stop_at_layer
+        mask = self._attention_mask(attention_mask, tokens)
+        x = self.embed(tokens, mask)  # (B, T, D)
+        for layer, block in enumerate(self.blocks):
+            if layer == n_layers:
+                break
+            x = block(x, mask)  # (B, T, D)
+        if stop_at_layer is not None:
+            return x  # (B, T, D)
+        if return_type is None:
+            return None
+        logits = self.W_U(self.ln_final(x))  # (B, T, n_out)
+        if return_type == "logits":
+            return logits
+        if self.cfg.n_out != self.cfg.vocab_size:
+            raise InputError(f"return_type={return_type!r} is the next-token loss of a language model; this model "
+                             f"predicts {self.cfg.n_out} classes (model.d_vocab_out), not its {self.cfg.vocab_size} "
+                             f"tokens: ask for return_type='logits'")
+        loss = lm_cross_entropy_loss(logits, tokens, mask, loss_per_token)
+        return loss if return_type == "loss" else (logits, loss)
+
+    def _attention_mask(self, attention_mask, tokens: torch.Tensor) -> torch.Tensor | None:
+        """The checked mask as bool (B, T), or None when there is none or it marks every token real."""
+        if attention_mask is None:
+            return None
+        mask = check_mask(attention_mask, like=tokens, name="attention_mask")
+        if bool(mask.all()):
+            return None
+        if any(block.quant is not None for block in self.blocks) and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+            raise InputError("attention_mask pads before a real token, but a sequence quantifier reads every earlier "
+                             "position: pad on the right (after the real tokens) for this model")
+        return mask
+
+    def generate(self, input: torch.Tensor, max_new_tokens: int = 10, **kwargs) -> torch.Tensor:
+        """Continue ``input`` (B, P) by ``max_new_tokens``; see :func:`tinyscope.models.generate.generate`."""
+        from tinyscope.models.generate import generate
+
+        return generate(self, input, max_new_tokens, **kwargs)
 
     def use_fast_attention(self, on: bool = True) -> None:
         for block in self.blocks:
