@@ -24,8 +24,9 @@ def register(sub) -> None:
     p.add_argument("--backend", default="local", choices=["local", "ray"], help="local processes or a Ray cluster")
     p.add_argument("--address", default=None, help="Ray cluster address (e.g. ray://head:10001 or auto); "
                                                    "default: start a local Ray instance")
-    p.add_argument("--logger", default=None, choices=["none", "tensorboard"],
-                   help="also log training curves to RUN/tensorboard (needs the tensorboard package)")
+    p.add_argument("--logger", default=None, choices=["none", "tensorboard", "mlflow"],
+                   help="also log each run's training curves: tensorboard (RUN/tensorboard) or mlflow "
+                        "(RUN/mlflow.db, or $MLFLOW_TRACKING_URI / --set train.mlflow_uri=URI); as --set train.logger=")
     p.add_argument("--run-report", default="auto", choices=["auto", "full", "quick", "none"],
                    help="each run's RUN/report.html, as in `tinyscope run` (quick or none saves time in large sweeps)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -33,7 +33,7 @@ from tinyscope.errors import CheckpointError, ConfigError, TinyscopeError, check
 from tinyscope.tasks.base import step_rng
 from tinyscope.train import checkpoint as ckpt
 from tinyscope.train.distributed import DistInfo, setup
-from tinyscope.train.loggers import curve_logger
+from tinyscope.train.loggers import LOGGERS, curve_logger
 from tinyscope.train.optim import MuonAdamW, muon_param_groups
 from tinyscope.train.schedule import lr_multiplier
 from tinyscope.train.stopping import Selection, StopRules
@@ -117,7 +117,8 @@ class TrainConfig:
     device: str = "auto"                      # auto | cpu | cuda | cuda:N
     amp: bool = True                          # bf16 autocast, used only on CUDA
     threads: int = 0                          # torch intra-op threads; 0 = leave as is
-    logger: Literal["none", "tensorboard"] = "none"  # also mirror metrics.jsonl to RUN/tensorboard
+    logger: Literal["none", "tensorboard", "mlflow"] = "none"  # also mirror metrics.jsonl (train/loggers.py)
+    mlflow_uri: str = ""                      # logger=mlflow: tracking URI ("": $MLFLOW_TRACKING_URI, else RUN/mlflow.db)
 
     def __post_init__(self):
         check(self.steps >= 1, f"train.steps={self.steps} must be >= 1")
@@ -143,7 +144,7 @@ class TrainConfig:
         check(math.isfinite(self.min_delta) and self.min_delta >= 0,
               f"train.min_delta={self.min_delta} must be a finite number >= 0")
         check(math.isfinite(self.grad_clip), f"train.grad_clip={self.grad_clip} must be finite (0 turns clipping off)")
-        check_choice("train.logger", self.logger, ("none", "tensorboard"))
+        check_choice("train.logger", self.logger, LOGGERS)
         if self.betas is not None:
             check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
                   f"train.betas={self.betas} must be two numbers in [0, 1)")
@@ -225,7 +226,7 @@ class Trainer:
         self.loss_sum, self.loss_count = 0.0, 0  # training loss since the last log record
         self.saved_step: int | None = None  # the step of the last resume checkpoint written or loaded
         self.last_metrics: dict = {}
-        self.curves = curve_logger(cfg.logger, self.run_dir if self.writes else None)
+        self.curves = curve_logger(cfg.logger, self.run_dir if self.writes else None, cfg.mlflow_uri)
 
     # ----------------------------------------------------------------- files
     @property
@@ -280,6 +281,8 @@ class Trainer:
         self.saved_step = self.step
 
     def _diverged(self, what: str, step: int) -> None:
+        if self.curves is not None:
+            self.curves.close("FAILED")
         if self.saved_step is not None:
             kept = f"the run keeps its last good checkpoint, step {self.saved_step}"
         else:
@@ -489,7 +492,7 @@ class Trainer:
                 break
         bar.close()
         if self.curves is not None:
-            self.curves.flush()
+            self.curves.close()
         self.wall_time = time.perf_counter() - t0
         stopped = self.stop_rules.reason if self.stop_rules.stopped else "max_steps"
         return TrainResult(self.step, self.wall_time, stopped, self.selection.best_step,
