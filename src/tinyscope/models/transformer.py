@@ -182,9 +182,11 @@ class Attention(nn.Module):
         elif self.is_causal:
             scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
         scores = self.hook_attn_scores(scores)  # (B, H, T, T)
-        pattern = torch.softmax(scores, dim=-1)  # (B, H, T, T)
-        if allowed is not None:
-            pattern = pattern.masked_fill(~allowed.any(-1, keepdim=True), 0.0)  # rows with no key: 0, not NaN
+        if allowed is None:
+            pattern = torch.softmax(scores, dim=-1)  # (B, H, T, T)
+        else:  # a row with no key to attend to: pattern 0, and finite gradients (a softmax of -inf is NaN)
+            dead = ~allowed.any(-1, keepdim=True)  # (B, 1, T, 1)
+            pattern = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)  # (B, H, T, T)
         pattern = self.hook_pattern(pattern)  # (B, H, T, T)
         return torch.einsum("bhqk,bkhd->bqhd", pattern, v)  # (B, T, H, Dh)
 

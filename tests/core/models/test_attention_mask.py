@@ -111,3 +111,18 @@ def test_a_model_with_a_sequence_quantifier_takes_right_padding_only():
     torch.testing.assert_close(out[1, spans[1]], model(rows()[1][None])[0], atol=1e-5, rtol=1e-5)
     with pytest.raises(InputError, match="pad on the right"):
         model(*padded("left")[:1], attention_mask=padded("left")[1])
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_left_padded_batch_has_finite_gradients_equal_to_the_unpadded_rows(fast):
+    model = model_of()
+    model.use_fast_attention(fast)
+    tokens, mask, _ = padded("left")
+    model(tokens, return_type="loss", attention_mask=mask).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    assert all(torch.isfinite(g).all() for g in grads.values())
+    model.zero_grad()
+    total = sum(F.cross_entropy(model(r[None])[0, :-1], r[1:], reduction="sum") for r in rows())
+    (total / sum(n - 1 for n in LENGTHS)).backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(grads[name], p.grad, atol=1e-5, rtol=1e-4, msg=name)
