@@ -8,7 +8,10 @@ damaged run directory, a path that cannot be written, a run too large for the ma
 one line, ``tinyscope: error: ...``, and exits 2. Anything else is a bug in tinyscope: it
 prints one line naming the exception and the log file that holds the full traceback (in the
 run directory the command works on, else under the temporary directory), and exits 1.
-``tinyscope -v`` prints the traceback too.
+``tinyscope -v`` prints the traceback too; ``tinyscope --version`` the version.
+
+Parsing stays light: ``tinyscope --help``, ``tinyscope list`` and argument errors import neither
+torch nor an experiment module (each command imports what it needs when it runs).
 """
 from __future__ import annotations
 
@@ -39,6 +42,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tinyscope", description="Small sequence models on synthetic algorithmic tasks.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
+    parser.add_argument("--version", action="version", version=f"tinyscope {version()}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     from tinyscope import commands
 
@@ -49,6 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     for module in study_cli_modules():
         importlib.import_module(module).register(sub)
     return parser
+
+
+def version() -> str:
+    """The installed package's version (its metadata), else ``tinyscope.__version__``."""
+    from importlib import metadata
+
+    import tinyscope
+
+    try:
+        return metadata.version("tinyscope")
+    except metadata.PackageNotFoundError:
+        return tinyscope.__version__
 
 
 def study_cli_modules() -> list[str]:

@@ -13,8 +13,8 @@ def register(sub) -> None:
     p.add_argument("--only", nargs="+", default=None, metavar="ANALYSIS",
                    help="run only these (`tinyscope analyze RUN --list` names them)")
     p.add_argument("--list", action="store_true", help="list the analyses the run offers and exit")
-    p.add_argument("--n", "--n-traj", dest="n", type=int, default=2000,
-                   help="fresh evaluation examples (default 2000)")
+    p.add_argument("--n", type=int, default=2000,
+                   help="fresh evaluation examples (trajectories, sequences, …) the analyses use (default 2000)")
     p.add_argument("--seed", type=int, default=42, help="seed of the fresh examples (default 42)")
     p.add_argument("--checkpoint", default="best", help="best | last | a step number")
     p.add_argument("--threads", type=int, default=1,

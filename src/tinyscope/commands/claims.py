@@ -12,14 +12,15 @@ FORMATS = ("table", "markdown", "json")
 def register(sub) -> None:
     p = sub.add_parser("claims", help="every paper claim: the paper's value, the measured one, the verdict")
     p.add_argument("study", nargs="?", default=None, help="one study (default: all)")
-    p.add_argument("--format", default="table", choices=FORMATS)
+    p.add_argument("--format", default="table", choices=FORMATS,
+                   help="table (default), markdown (as docs/results holds it) or json (every field)")
     p.set_defaults(func=cmd_claims)
 
     p = sub.add_parser("reproduce", help="run what a study's (or some claims') reproduction needs and judge the claims")
     p.add_argument("targets", nargs="+", metavar="STUDY|CLAIM", help="study names, experiment names, claim ids or id prefixes")
     p.add_argument("--preset", default=None, help="only the claims declared at this preset (default: every claim at its own); "
                         "smoke: every claim at the smoke preset, a quick check that is never recorded")
-    p.add_argument("--seeds", type=int, default=None, metavar="N",
+    p.add_argument("--n-seeds", dest="seeds", type=int, default=None, metavar="N",
                    help="seeds per claim (default: each claim's own list; N takes its first N, then the next integers)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1; 2 on a 2-core machine)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per run (default: cores // jobs)")
@@ -38,10 +39,10 @@ def register(sub) -> None:
     p = sub.add_parser("zoo", help="the trained models behind the met claims: list them, or print one's path")
     zsub = p.add_subparsers(dest="zoo_command", metavar="list|path", parser_class=type(p))
     zl = zsub.add_parser("list", help="every zoo entry: experiment, preset, seed, size, the claims it backs")
-    zl.add_argument("--format", default="table", choices=["table", "json"])
+    zl.add_argument("--format", default="table", choices=["table", "json"], help="table (default) or json")
     zl.set_defaults(func=cmd_zoo_list)
     zp = zsub.add_parser("path", help="the run directory of a zoo entry")
-    zp.add_argument("name")
+    zp.add_argument("name", help="a zoo entry (`tinyscope zoo list` names them)")
     zp.set_defaults(func=cmd_zoo_path)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 
@@ -126,7 +127,7 @@ def cmd_reproduce(args) -> int:
     if args.dry_run:
         return 0
     command = "tinyscope reproduce " + " ".join(args.targets) + (f" --preset {args.preset}" if args.preset else "") \
-        + (f" --seeds {args.seeds}" if args.seeds else "") + (" --computed-only" if args.computed_only else "")
+        + (f" --n-seeds {args.seeds}" if args.seeds else "") + (" --computed-only" if args.computed_only else "")
 
     def stop(signum, frame):  # `kill` stops the runs cleanly, like Ctrl-C
         raise KeyboardInterrupt

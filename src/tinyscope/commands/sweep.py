@@ -10,8 +10,9 @@ import sys
 
 def register(sub) -> None:
     p = sub.add_parser("sweep", help="run an experiment over a grid of settings and seeds (resumable)")
-    p.add_argument("experiment")
-    p.add_argument("--preset", default="cpu", help="smoke | cpu | paper (default: cpu)")
+    p.add_argument("experiment", help="an experiment name (`tinyscope list` shows them all)")
+    p.add_argument("--preset", default="cpu", help="smoke (seconds) | cpu (minutes on 2 cores) | paper (the paper's "
+                                                   "settings) (default: cpu)")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="training seeds (default: the preset's seed)")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                    help="values of one config field; repeat for a Cartesian product (e.g. --grid train.lr=1e-3,3e-4)")
@@ -37,7 +38,7 @@ def register(sub) -> None:
     p.add_argument("--where", default=None, help="an SQL condition on columns and metrics, e.g. \"status = 'done' AND rule_error < 0.1\"")
     p.add_argument("--order", default="path", help="SQL ORDER BY (default: path)")
     p.add_argument("--columns", default=None, help="comma-separated columns to show")
-    p.add_argument("--format", default="table", choices=["table", "csv", "json"])
+    p.add_argument("--format", default="table", choices=["table", "csv", "json"], help="table (default), csv or json")
     p.add_argument("--scan", action="store_true",
                    help="(re)index the run directories found under the folder first and write FOLDER/index.sqlite "
                         "(a folder without an index is scanned in memory, and nothing is written into it)")

@@ -48,7 +48,7 @@ class ClaimError(TinyscopeError):
 class RunSet:
     """Runs of one experiment at one preset and setting (``overrides``: ``--set`` values), over seeds.
 
-    seeds: the seeds this claim is reproduced with; ``--seeds N`` takes the first N, continued
+    seeds: the seeds this claim is reproduced with; ``--n-seeds N`` (`tinyscope reproduce`) takes the first N, continued
     by consecutive integers when N is larger."""
 
     experiment: str

@@ -16,7 +16,8 @@ Every experiment of every study subclasses :class:`Experiment` and declares, in 
   checkpoints);
 * what a run offers: :meth:`views` (`tinyscope viz`), :meth:`analyses` and :meth:`analyze`
   (`tinyscope analyze`), :meth:`report_sections` (RUN/report.html), :meth:`tables`
-  (`tinyscope report --table`) and :meth:`claims` (`tinyscope claims`, `tinyscope reproduce`).
+  (`tinyscope report --table`) and :meth:`claims` (`tinyscope claims`, `tinyscope reproduce`),
+  and :meth:`next_commands` (what `tinyscope run` suggests once it has finished).
 
 Shared code asks the run's experiment what to do; it never asks which paper a run belongs to.
 """
@@ -246,5 +247,20 @@ class Experiment(abc.ABC):
         :mod:`tinyscope.runs.claims`), listed by `tinyscope claims` and run by `tinyscope reproduce`."""
         return []
 
+    def next_commands(self, run: str) -> list[str]:
+        """The two or three commands that make sense once `tinyscope run` has written ``run`` (a
+        shell-quoted path), printed after it. Default, from what the experiment offers, the
+        first three of: ``viz`` (it declares views), ``analyze`` (analyses), ``eval --seed`` (a
+        fresh evaluation set), ``reproduce STUDY`` (claims); a study overrides it to name its own
+        (``tinyscope movie RUN``)."""
+        offered = [(type(self).views is not Experiment.views, f"tinyscope viz {run}"),
+                   (bool(self.analyses()), f"tinyscope analyze {run}"),
+                   (type(self).fresh_eval_config is not Experiment.fresh_eval_config,
+                    f"tinyscope eval {run} --seed 1"),
+                   (bool(self.claims()), f"tinyscope reproduce {self.study}")]
+        return [command for offers, command in offered if offers][:3]
+
     def line(self) -> str:
-        return f"{self.name:<44} {', '.join(self.presets):<20} {self.description}"
+        from tinyscope.runs.registry import line
+
+        return line(self.name, tuple(self.presets), self.description)

@@ -3,6 +3,13 @@
 Every study package under :mod:`tinyscope.studies` registers its experiments when the modules it
 lists in ``EXPERIMENT_MODULES`` are imported; :func:`get` and :func:`names` discover and import
 them all first. The core reaches a study only through this discovery, never by a static import.
+
+A study also declares its experiments statically in ``tinyscope/studies/<study>/catalog.py``
+(``EXPERIMENTS``: name, presets, description, as :meth:`Experiment.line` prints them), so that
+``tinyscope list`` answers without importing torch or any experiment module (:func:`catalog`).
+The catalogs are generated from the registry (:func:`write_catalogs`, ``python
+scripts/write_catalogs.py``) and a test keeps them equal to it; a study without a catalog is
+listed by importing its experiments.
 """
 from __future__ import annotations
 
@@ -35,6 +42,54 @@ def study_names() -> list[str]:
     """The study packages under ``tinyscope.studies``, sorted."""
     pkg = importlib.import_module(STUDIES_PACKAGE)
     return sorted(info.name for info in pkgutil.iter_modules(pkg.__path__) if info.ispkg)
+
+
+def line(name: str, presets: "tuple[str, ...] | list[str]", description: str) -> str:
+    """The line `tinyscope list` prints for one experiment."""
+    return f"{name:<44} {', '.join(presets):<20} {description}"
+
+
+CATALOG_MODULE = "catalog"
+
+
+def catalog() -> list[tuple[str, tuple[str, ...], str]]:
+    """``(name, presets, description)`` of every experiment, sorted by name, from the studies'
+    static catalogs (light modules: no torch, no experiment module), importing the experiments
+    of a study only where it has no catalog."""
+    rows = []
+    for study in study_names():
+        try:
+            declared = importlib.import_module(f"{STUDIES_PACKAGE}.{study}.{CATALOG_MODULE}").EXPERIMENTS
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{STUDIES_PACKAGE}.{study}.{CATALOG_MODULE}":
+                raise
+            declared = [(e.name, tuple(e.presets), e.description) for e in experiments() if e.study == study]
+        rows += [(name, tuple(presets), description) for name, presets, description in declared]
+    return sorted(rows)
+
+
+def catalog_source(study: str) -> str:
+    """The text of ``studies/<study>/catalog.py`` from the registry."""
+    rows = [(e.name, tuple(e.presets), e.description) for e in experiments() if e.study == study]
+    body = "".join(f"    ({name!r}, {presets!r},\n     {description!r}),\n" for name, presets, description in rows)
+    return (f'"""The experiments of this study as `tinyscope list` prints them, read without importing them\n'
+            f'(generated from the registry by `python scripts/write_catalogs.py`; a test keeps it equal)."""\n'
+            f"EXPERIMENTS = (\n{body})\n")
+
+
+def write_catalogs() -> list[str]:
+    """Write every study's ``catalog.py`` from the registry; returns the files changed."""
+    from pathlib import Path
+
+    changed = []
+    root = Path(importlib.import_module(STUDIES_PACKAGE).__path__[0])
+    for study in study_names():
+        path = root / study / f"{CATALOG_MODULE}.py"
+        text = catalog_source(study)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            changed.append(str(path))
+    return changed
 
 
 def _load_all() -> None:

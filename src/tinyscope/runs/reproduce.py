@@ -85,7 +85,7 @@ def plan(claims: list[Claim], out: str | Path, preset: str | None = None, n_seed
     left out without one unless ``include_gpu``. Every run's config is built first, so a bad
     setting fails before any run starts."""
     if n_seeds is not None and n_seeds < 1:
-        raise ConfigError(f"--seeds {n_seeds} must be >= 1")
+        raise ConfigError(f"--n-seeds {n_seeds} must be >= 1")
     import torch
 
     gpu = torch.cuda.is_available()

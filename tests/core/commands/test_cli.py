@@ -53,10 +53,12 @@ def test_bad_input_prints_one_line_and_exits_2(capsys, argv, needle, tmp_path):
 
 def test_run_eval_resume_and_refusal_to_overwrite(capsys, tmp_path):
     out_dir = str(tmp_path / "ple")
-    code, out, _ = run_cli(capsys, "run", "plus-last-even", "--preset", "smoke", "--seed", "18", "--out", out_dir,
-                           "--set", "model.d_model=4", "--set", "train.lr=3e-3",
-                           "--no-progress")
+    code, out, err = run_cli(capsys, "run", "plus-last-even", "--preset", "smoke", "--seed", "18", "--out", out_dir,
+                             "--set", "model.d_model=4", "--set", "train.lr=3e-3",
+                             "--no-progress")
     assert code == 0
+    assert f"tinyscope: report {out_dir}/report.html" in err  # where the page is, and what to do next
+    assert f"tinyscope: next:\n  tinyscope viz {out_dir}\n" in err
     summary = json.loads(out[out.index("{"):])
     config = json.loads((tmp_path / "ple" / "config.json").read_text())
     assert config["config"]["model"]["d_model"] == 4 and config["config"]["train"]["lr"] == 3e-3

@@ -196,7 +196,7 @@ def bad_inputs(w: dict) -> dict[str, list[list[str]]]:
                   ["sweep", "plus-last-even", *SMOKE, "--grid", "train.lr=nan,1e-3", "--out", out],
                   ["sweep", "plus-last-even", *SMOKE, "--grid", "train.lr", "--out", out]],
         "other commands": [["construct", "eca", "--grid", "-5", "--out", out], ["construct", "eca", "--beta", "nan", "--out", out],
-                           ["claims", "nosuch"], ["reproduce", "minimal", "--seeds", "0", "--dry-run"],
+                           ["claims", "nosuch"], ["reproduce", "minimal", "--n-seeds", "0", "--dry-run"],
                            ["zoo", "path", "nosuch"], ["frobnicate"]],
     }
     return cases

@@ -80,7 +80,7 @@ def test_zoo_export_and_fresh_recheck(done, tmp_path, monkeypatch, capsys):
 def test_bad_inputs_are_one_line_errors(capsys, tmp_path):
     assert main(["reproduce", "no-such-study", "--dry-run"]) == 2
     assert "neither a study" in capsys.readouterr().err
-    assert main(["reproduce", "minimal", "--seeds", "0", "--dry-run", "--out", str(tmp_path)]) == 2
+    assert main(["reproduce", "minimal", "--n-seeds", "0", "--dry-run", "--out", str(tmp_path)]) == 2
     assert main(["eval", "zoo:nothing-here"]) == 2
     assert "no zoo entry" in capsys.readouterr().err
     assert main(["claims", "no-such-study"]) == 2

@@ -22,18 +22,18 @@ def test_full_analysis_of_a_smoke_run_produces_every_number_and_figure(tmp_path)
 
 def test_analyze_cli_writes_json_and_figures(tmp_path, capsys):
     run_experiment("sih-eca-dedicated-det", "smoke", seed=1, out=tmp_path / "r", progress=False)
-    code = main(["analyze", str(tmp_path / "r"), "--only", "alignment", "attention", "--n-traj", "8", "--no-progress"])
+    code = main(["analyze", str(tmp_path / "r"), "--only", "alignment", "attention", "--n", "8", "--no-progress"])
     assert code == 0
     data = json.loads((tmp_path / "r" / "analysis" / "analysis.json").read_text())
     assert "alignment" in data and "ablation" not in data
     assert (tmp_path / "r" / "analysis" / "alignment.png").stat().st_size > 1000
-    assert main(["analyze", str(tmp_path / "r"), "--n-traj", "0"]) == 2
+    assert main(["analyze", str(tmp_path / "r"), "--n", "0"]) == 2
     assert main(["analyze", str(tmp_path / "r"), "--only", "tnse"]) == 2
     assert "is not an analysis of sih-eca-dedicated-det" in capsys.readouterr().err
 
 
 def test_analysis_figures_enter_the_run_report(tmp_path):
     run_experiment("sih-eca-dedicated-det", "smoke", seed=2, out=tmp_path / "r", progress=False)
-    assert main(["analyze", str(tmp_path / "r"), "--only", "alignment", "--n-traj", "8", "--no-progress"]) == 0
+    assert main(["analyze", str(tmp_path / "r"), "--only", "alignment", "--n", "8", "--no-progress"]) == 0
     page = (tmp_path / "r" / "report.html").read_text()
     assert "Analysis (tinyscope analyze)" in page and 'id="alignment"' in page
