@@ -16,6 +16,10 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="output folder (default: RUN/movies)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_movie)
+    from tinyscope.studies.minimal import authors_checkpoint, seed_comparison
+
+    seed_comparison.register(sub)  # tinyscope compare-seeds RUN1 RUN2 ... --out DIR
+    authors_checkpoint.register(sub)  # tinyscope import creating-transformer PATH --out RUN
 
 
 def cmd_movie(args) -> int:
