@@ -15,7 +15,6 @@ TransformerLens bridge of the folder (TransformerLens >= 4.3).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import torch
 from tinyscope.errors import CheckpointError
 from tinyscope.interop.layout import config_dict, tl_config, to_tl_state_dict
 from tinyscope.models.transformer import Transformer
+from tinyscope.report.records import read_json
 from tinyscope.train.checkpoint import atomic_write_json, load_tensors, save_tensors
 
 WEIGHTS, CONFIG, META = "model.safetensors", "config.json", "tinyscope.json"
@@ -63,16 +63,6 @@ def read_export(out: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any
             raise CheckpointError(f"{out} is not a TransformerLens export: {name} is missing "
                                   f"(`tinyscope export RUN --to transformer-lens {out}` writes one)")
     state, _ = load_tensors(out / WEIGHTS)
-    tl = _read_json(out / CONFIG)
-    meta = _read_json(out / META) if (out / META).is_file() else {}
+    tl = read_json(out / CONFIG)
+    meta = read_json(out / META) if (out / META).is_file() else {}
     return state, tl, meta
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path} is not valid JSON ({exc}); export the run again") from None
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{path} does not hold a JSON object; export the run again")
-    return value
