@@ -105,11 +105,11 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def check_threads(threads: int) -> None:
-    """``train.threads`` (0 = torch's default) is at most the cores this process may use: more
-    only slows training, and a huge count crashes the OpenMP runtime."""
+def check_threads(threads: int | str) -> None:
+    """``train.threads`` (0 = torch's default; auto is measured and never above it) is at most
+    the cores this process may use: more only slows training, and a huge count crashes the OpenMP runtime."""
     n = cores()
-    if threads > n:
+    if threads != "auto" and threads > n:
         raise ConfigError(f"train.threads={threads} exceeds the {n} CPU core(s) this process may use; "
                           f"give at most {n} (0 keeps torch's default)")
 

@@ -364,7 +364,10 @@ def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model
         "eval_fingerprint": exp.eval_fingerprint(cfg, task),
         "eval_time": round(time.perf_counter() - t0, 3),
         "n_parameters": count_parameters(model),
+        "machine": result.machine,  # precision, threads, compile as the Trainer resolved them
     }
+    record = json.loads((out / "config.json").read_text())  # the resolved choice beside the requested one
+    ckpt.atomic_write_json(out / "config.json", {**record, "machine": result.machine})
     if stages:
         results["phases"] = [_phase_record(name, r) for name, r in [("main", result)] + [(s.name, r) for s, r in stages]]
     ckpt.atomic_write_json(out / "results.json", results)
@@ -373,6 +376,7 @@ def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model
 
 def _phase_record(name: str, result: TrainResult) -> dict:
     return {"name": name, "steps": result.steps, "wall_time": round(result.wall_time, 3), "stopped": result.stopped,
+            "machine": result.machine,
             "selected_step": result.best_step, "selected_metrics": result.best_metrics}
 
 

@@ -16,12 +16,13 @@ number is written as ``null`` and its key listed under ``"nonfinite"``.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -32,9 +33,11 @@ from tqdm.auto import tqdm
 from tinyscope.errors import CheckpointError, ConfigError, TinyscopeError, check, check_choice
 from tinyscope.tasks.base import step_rng
 from tinyscope.train import checkpoint as ckpt
+from tinyscope.train import machine
 from tinyscope.train.distributed import DistInfo, setup
 from tinyscope.train.loggers import LOGGERS, curve_logger
 from tinyscope.train.optim import MuonAdamW, muon_param_groups
+from tinyscope.train.prefetch import Prefetcher
 from tinyscope.train.schedule import lr_multiplier
 from tinyscope.train.stopping import Selection, StopRules
 
@@ -115,8 +118,11 @@ class TrainConfig:
     patience: int = 0                         # evaluations without improvement of select_metric; 0 = off
     min_delta: float = 0.0
     device: str = "auto"                      # auto | cpu | cuda | cuda:N
-    amp: bool = True                          # bf16 autocast, used only on CUDA
-    threads: int = 0                          # torch intra-op threads; 0 = leave as is
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # bf16: autocast of the training forward (train/machine.py)
+    threads: int | Literal["auto"] = "auto"   # torch intra-op threads: N, 0 = leave as is, auto = the fastest (machine.py)
+    compile: bool = False                     # torch.compile the training forward (eager, with one warning, if it fails)
+    prefetch: bool = True                     # draw the next batch on a background thread (same bytes)
+    amp: bool | None = None                   # before precision: True = bf16 on CUDA only; read from old config.json
     logger: Literal["none", "tensorboard", "mlflow"] = "none"  # also mirror metrics.jsonl (train/loggers.py)
     mlflow_uri: str = ""                      # logger=mlflow: tracking URI ("": $MLFLOW_TRACKING_URI, else RUN/mlflow.db)
 
@@ -139,7 +145,7 @@ class TrainConfig:
         check(self.checkpoint_every >= 0, f"train.checkpoint_every={self.checkpoint_every} must be >= 0")
         check(self.stop_consecutive >= 1, f"train.stop_consecutive={self.stop_consecutive} must be >= 1")
         check(self.patience >= 0, f"train.patience={self.patience} must be >= 0")
-        check(self.threads >= 0, f"train.threads={self.threads} must be >= 0")
+        self._normalize_machine_fields()
         check(math.isfinite(self.stop_threshold), f"train.stop_threshold={self.stop_threshold} must be a finite number")
         check(math.isfinite(self.min_delta) and self.min_delta >= 0,
               f"train.min_delta={self.min_delta} must be a finite number >= 0")
@@ -148,6 +154,26 @@ class TrainConfig:
         if self.betas is not None:
             check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
                   f"train.betas={self.betas} must be two numbers in [0, 1)")
+
+
+    def _normalize_machine_fields(self) -> None:
+        """``threads`` as an int or "auto"; the old ``amp`` flag mapped onto ``precision`` (amp=True
+        meant bf16 autocast on CUDA and fp32 on a CPU, amp=False fp32 everywhere)."""
+        threads = self.threads.strip() if isinstance(self.threads, str) else self.threads
+        if isinstance(threads, str) and threads != "auto":
+            try:
+                threads = int(threads)
+            except ValueError:
+                threads = None
+        if threads is None or isinstance(threads, bool) or not (threads == "auto" or isinstance(threads, int)):
+            raise ConfigError(f"train.threads={self.threads!r} must be auto or an integer >= 0 (0 leaves torch's count)")
+        check(threads == "auto" or threads >= 0, f"train.threads={threads} must be auto or an integer >= 0")
+        self.threads = threads
+        check_choice("train.precision", self.precision, ("auto", "fp32", "bf16"))
+        if self.amp is not None:
+            on_cuda = self.device.startswith("cuda") or (self.device == "auto" and torch.cuda.is_available())
+            self.precision = "bf16" if self.amp and on_cuda else "fp32"
+            self.amp = None
 
 
 def masked_next_token_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
@@ -181,6 +207,7 @@ class TrainResult:
     best_step: int | None
     best_metrics: dict
     last_metrics: dict
+    machine: dict = field(default_factory=dict)  # precision, threads, compile as resolved (train/machine.py)
 
 
 class Trainer:
@@ -190,8 +217,6 @@ class Trainer:
                  run_dir: str | Path | None = None, objective: Objective | None = None,
                  evaluate: Evaluator | None = None, progress: bool = True):
         self.cfg, self.seed = cfg, int(seed)
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
         self.device = resolve_device(cfg.device)
         self.dist: DistInfo = setup(self.device)
         if self.dist.world > 1 and self.device.type == "cuda":
@@ -205,13 +230,7 @@ class Trainer:
         self.evaluate_fn = evaluate
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.progress = progress
-        betas = tuple(cfg.betas) if cfg.betas else (0.9, 0.999)
-        if cfg.optimizer == "muon":
-            groups = muon_param_groups(self.model, muon_lr=cfg.muon_lr, adam_lr=cfg.lr)
-            self.opt = MuonAdamW(groups, momentum=cfg.muon_momentum, betas=betas, weight_decay=cfg.weight_decay,
-                                 ns_bf16=cfg.muon_bf16)
-        else:
-            self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
+        self.opt = self._optimizer(self.model)
         self.train_model = self.model
         if self.dist.world > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -226,7 +245,24 @@ class Trainer:
         self.loss_sum, self.loss_count = 0.0, 0  # training loss since the last log record
         self.saved_step: int | None = None  # the step of the last resume checkpoint written or loaded
         self.last_metrics: dict = {}
+        self.machine: dict = {}  # the resolved precision, threads and compile (fit's first steps choose them)
+        self.prefetcher = Prefetcher(self._draw, enabled=cfg.prefetch)
         self.curves = curve_logger(cfg.logger, self.run_dir if self.writes else None, cfg.mlflow_uri)
+
+    def _optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        cfg = self.cfg
+        betas = tuple(cfg.betas) if cfg.betas else (0.9, 0.999)
+        if cfg.optimizer == "muon":
+            groups = muon_param_groups(model, muon_lr=cfg.muon_lr, adam_lr=cfg.lr)
+            return MuonAdamW(groups, momentum=cfg.muon_momentum, betas=betas, weight_decay=cfg.weight_decay,
+                             ns_bf16=self.muon_ns_bf16)
+        return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
+
+    @property
+    def muon_ns_bf16(self) -> bool:
+        """Muon's Newton-Schulz in bf16 when ``train.muon_bf16`` asks for it, except on a CPU
+        without native bf16 arithmetic (there it is many times slower than fp32)."""
+        return self.cfg.muon_bf16 and (self.device.type != "cpu" or machine.bf16_native())
 
     # ----------------------------------------------------------------- files
     @property
@@ -248,7 +284,7 @@ class Trainer:
                 self.curves.log({k: v for k, v in record.items() if v is not None and k != "nonfinite"})
 
     def _trainer_state(self) -> dict:
-        state = {"step": self.step, "tokens_seen": self.tokens_seen, "seed": self.seed,
+        state = {"step": self.step, "tokens_seen": self.tokens_seen, "seed": self.seed, "machine": self.machine,
                  "selection": self.selection.state(), "stop": self.stop_rules.state(),
                  "last_metrics": self.last_metrics, "loss_sum": self.loss_sum, "loss_count": self.loss_count}
         if hasattr(self.task, "state_dict"):  # a stateful task (e.g. a curriculum) resumes with the run
@@ -367,6 +403,9 @@ class Trainer:
         self.wall_time = self._resumed_wall_time(state)
         self.selection.load(state["selection"])
         self.stop_rules.load(state["stop"])
+        saved = state.get("machine")
+        if isinstance(saved, dict) and saved.get("precision") in ("fp32", "bf16"):
+            self.machine = dict(saved)  # the resumed run keeps the precision (and threads) it trained with
         if "task_state" in state and hasattr(self.task, "load_state_dict"):
             self.task.load_state_dict(state["task_state"])
         if self.writes:  # forget what was logged after the checkpoint: it will be logged again
@@ -391,12 +430,138 @@ class Trainer:
         return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 
     # ----------------------------------------------------------------- loop
-    def _batch(self, step: int) -> dict:
+    def _draw(self, step: int) -> tuple[dict, int]:
+        """The tensors of step ``step``'s batch (this process's share, on the CPU) and its
+        token count; the same bytes whichever thread draws it."""
         batch = self.sample(step_rng(self.seed, step), self.cfg.batch_size)
         if self.dist.world > 1:
             batch = batch.select(slice(self.dist.rank, None, self.dist.world))
-        self.tokens_seen += int(batch.tokens.size) * self.dist.world
-        return batch.to_torch(self.device)
+        return batch.to_torch("cpu"), int(batch.tokens.size)
+
+    def _batch(self, step: int) -> dict:
+        tensors, n_tokens = self.prefetcher.get(step)
+        self.tokens_seen += n_tokens * self.dist.world
+        if self.device.type != "cpu":
+            tensors = {k: v.to(self.device) for k, v in tensors.items()}
+        return tensors
+
+    def _boundary(self, step: int) -> bool:
+        """Whether the end of step ``step`` (1-based) evaluates or checkpoints (reads the task)."""
+        cfg = self.cfg
+        return (step % cfg.eval_every == 0 or step >= cfg.steps
+                or bool(cfg.checkpoint_every and step % cfg.checkpoint_every == 0))
+
+    def _loss(self, model: torch.nn.Module, batch: dict, precision: str) -> torch.Tensor:
+        """The objective on ``batch``, its forward under bf16 autocast when ``precision`` is bf16."""
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = self.objective(model, batch)
+        return loss
+
+    def _backward(self, batch: dict) -> float:
+        """Forward and backward of one batch through ``train_model``; returns the loss (a
+        non-finite one stops training before the gradients are touched)."""
+        loss = self._loss(self.train_model, batch, self.machine["precision"])
+        value = float(loss.detach())
+        if self.dist.world == 1 and not math.isfinite(value):  # (several processes: checked together in fit)
+            self._log({"step": self.step + 1, "split": "train", "loss": value, "diverged": True})
+            self._diverged(f"the training loss is {value}", self.step + 1)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        return value
+
+    def _first_compiled_backward(self, batch: dict) -> float:
+        """:meth:`_backward` through the compiled model; where compiling fails, one warning and
+        the eager model from then on (the failed attempt changed no weight)."""
+        try:
+            return self._backward(batch)
+        except TinyscopeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any compiler failure falls back to eager
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            log.warning("train.compile: torch.compile failed (%s: %s); training without it", type(exc).__name__, first)
+            self.train_model = self._eager_model
+            self.machine["compile"] = False
+            self.opt.zero_grad(set_to_none=True)
+            return self._backward(batch)
+
+    # ----------------------------------------------------------------- machine
+    def _choose_machine(self) -> None:
+        """Resolve ``train.precision`` and ``train.threads`` (:mod:`tinyscope.train.machine`),
+        timing warm-up steps on a copy of the model where there is a choice, set the threads,
+        and compile the training model when ``train.compile`` asks. A resumed run keeps the
+        choice saved with its checkpoint."""
+        cfg, world = self.cfg, self.dist.world
+        if not self.machine:
+            precs = machine.precision_candidates(cfg.precision, self.device, cfg.steps, world)
+            if self.device.type == "cpu":
+                counts = machine.thread_candidates(cfg.threads, cfg.steps, world)
+            else:
+                counts = (cfg.threads if isinstance(cfg.threads, int) and cfg.threads > 0 else torch.get_num_threads(),)
+            if len(precs) * len(counts) > 1:
+                precision, threads = self._time_warmup(precs, counts)
+            else:
+                precision, threads = precs[0], counts[0]
+            self.machine = {"precision": precision, "threads": int(threads)}
+        torch.set_num_threads(int(self.machine["threads"]))
+        self.machine["compile"] = bool(cfg.compile)
+        if cfg.optimizer == "muon":
+            self.machine["muon_ns"] = "bf16" if self.muon_ns_bf16 else "fp32"
+        self._eager_model = self.train_model
+        self._compile_unchecked = False
+        if cfg.compile:
+            self.train_model = torch.compile(self.train_model)
+            self._compile_unchecked = True
+        log.info("training with %s", ", ".join(f"{k} {v}" for k, v in self.machine.items()))
+
+    def _time_warmup(self, precs: tuple[str, ...], counts: tuple[int, ...], rounds: int = 3) -> tuple[str, int]:
+        """The fastest (precision, threads) over ``rounds`` interleaved timed steps each on a copy
+        of the model and optimizer (step 0's batch), preferring fp32 and fewer threads unless
+        another is :data:`machine.CLEAR_WIN` faster. A thread count whose gradients differ in a
+        bit from one thread's (torch's CPU reductions split by thread, e.g. layer-norm weight
+        gradients and long matmuls) is not used, so the choice never changes the result. The
+        RNG, the task's state and the real model are left as they were."""
+        rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None
+        task_state = copy.deepcopy(self.task.state_dict()) if hasattr(self.task, "state_dict") else None
+        before = torch.get_num_threads()
+        combos = [(p, n) for p in precs for n in counts]
+        try:
+            model = copy.deepcopy(self.model).train()
+            opt = self._optimizer(model)
+            batch = {k: v.to(self.device) for k, v in self._draw(0)[0].items()}
+            start = {k: v.clone() for k, v in model.state_dict().items()}
+            grads, times = {}, {c: [] for c in combos}
+            for p, n in combos:  # untimed first step of each: warms the kernels, gives the gradients
+                torch.set_num_threads(n)
+                model.load_state_dict(start)
+                model.zero_grad(set_to_none=True)
+                self._loss(model, batch, p).backward()
+                grads[(p, n)] = [q.grad.clone() for q in model.parameters() if q.grad is not None]
+            for _ in range(rounds):
+                for p, n in combos:
+                    torch.set_num_threads(n)
+                    t0 = time.perf_counter()
+                    opt.zero_grad(set_to_none=True)
+                    self._loss(model, batch, p).backward()
+                    opt.step()
+                    times[(p, n)].append(time.perf_counter() - t0)
+        except Exception as exc:  # noqa: BLE001 - a model that cannot be copied or timed: the plain choice
+            log.info("could not time warm-up steps (%s: %s); using %s", type(exc).__name__, exc, combos[0])
+            return combos[0]
+        finally:
+            torch.set_num_threads(before)
+            torch.set_rng_state(rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
+            if task_state is not None:
+                self.task.load_state_dict(task_state)
+        same = [c for c in combos if all(torch.equal(a, b) for a, b in zip(grads[c], grads[(c[0], counts[0])]))]
+        if len(same) < len(combos):
+            log.info("thread counts %s change the gradient bits of this model; not used",
+                     sorted({n for _, n in set(combos) - set(same)}))
+        choice = machine.fastest({c: times[c] for c in same}, same)
+        self.warmup_times = {f"{p}x{n}": [round(t, 6) for t in times[(p, n)]] for p, n in combos}
+        return choice
 
     def _evaluate(self) -> dict:
         if self.evaluate_fn is None:
@@ -429,11 +594,57 @@ class Trainer:
         return torch.nn.utils.get_total_norm([p.grad for p in params])
 
     def fit(self) -> TrainResult:
-        cfg = self.cfg
-        amp = self.device.type == "cuda" and cfg.amp
         if self.writes:
             self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter() - self.wall_time
+        self.prepare()
+        try:
+            return self._fit(t0)
+        finally:
+            self.prefetcher.close()
+
+    def prepare(self) -> None:
+        """Resolve precision and threads and set up compilation (:meth:`fit` does it first; a
+        benchmark calls it before :meth:`train_step`)."""
+        if not hasattr(self, "_eager_model"):
+            self._choose_machine()
+
+    def train_step(self) -> float:
+        """One optimizer step at ``self.step`` (then incremented): the scheduled rate, the batch
+        (the next one drawn ahead unless the step ends at an evaluation or a checkpoint), forward
+        and backward, the divergence checks and clipping. Returns the rate multiplier."""
+        cfg = self.cfg
+        mult = lr_multiplier(self.step, total=cfg.steps, warmup_steps=cfg.warmup_steps,
+                             warmup_start=cfg.warmup_start, kind=cfg.schedule, min_ratio=cfg.min_lr_ratio,
+                             decay_fraction=cfg.decay_fraction)
+        for group in self.opt.param_groups:
+            group["lr"] = group.get("base_lr", cfg.lr) * mult
+        batch = self._batch(self.step)
+        if not self._boundary(self.step + 1):  # nothing reads the task before the next step
+            self.prefetcher.ahead(self.step + 1)
+        if self._compile_unchecked:
+            value = self._first_compiled_backward(batch)
+            self._compile_unchecked = False
+        else:
+            value = self._backward(batch)
+        norm = float(self._grad_norm())
+        if self.dist.world > 1:  # one process's loss: every process stops, or none does
+            flag = torch.tensor([0.0 if math.isfinite(value) else 1.0], device=self.device)
+            torch.distributed.all_reduce(flag)
+            if float(flag) > 0:
+                self._log({"step": self.step + 1, "split": "train", "loss": None, "diverged": True})
+                self._diverged("the training loss is not finite", self.step + 1)
+        if not math.isfinite(norm):
+            self._log({"step": self.step + 1, "split": "train", "loss": value, "grad_norm": norm, "diverged": True})
+            self._diverged(f"the gradient norm is {norm}", self.step + 1)
+        self.opt.step()
+        self.step += 1
+        self.loss_sum += value
+        self.loss_count += 1
+        return mult
+
+    def _fit(self, t0: float) -> TrainResult:
+        cfg = self.cfg
         if self.step == 0 and cfg.eval_at_start and self.evaluate_fn is not None:
             self._on_eval(self._evaluate())
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not (self.progress and sys.stderr.isatty()),
@@ -442,34 +653,7 @@ class Trainer:
         if self.step == 0 and cfg.checkpoint_every:
             self._save_model("step_000000.safetensors", step=0)
         while self.step < cfg.steps and not self.stop_rules.stopped:
-            mult = lr_multiplier(self.step, total=cfg.steps, warmup_steps=cfg.warmup_steps,
-                                 warmup_start=cfg.warmup_start, kind=cfg.schedule, min_ratio=cfg.min_lr_ratio,
-                                 decay_fraction=cfg.decay_fraction)
-            for group in self.opt.param_groups:
-                group["lr"] = group.get("base_lr", cfg.lr) * mult
-            batch = self._batch(self.step)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                loss = self.objective(self.train_model, batch)
-            value = float(loss.detach())
-            if self.dist.world == 1 and not math.isfinite(value):  # (several processes: checked together below)
-                self._log({"step": self.step + 1, "split": "train", "loss": value, "diverged": True})
-                self._diverged(f"the training loss is {value}", self.step + 1)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = float(self._grad_norm())
-            if self.dist.world > 1:  # one process's loss: every process stops, or none does
-                flag = torch.tensor([0.0 if math.isfinite(value) else 1.0], device=self.device)
-                torch.distributed.all_reduce(flag)
-                if float(flag) > 0:
-                    self._log({"step": self.step + 1, "split": "train", "loss": None, "diverged": True})
-                    self._diverged("the training loss is not finite", self.step + 1)
-            if not math.isfinite(norm):
-                self._log({"step": self.step + 1, "split": "train", "loss": value, "grad_norm": norm, "diverged": True})
-                self._diverged(f"the gradient norm is {norm}", self.step + 1)
-            self.opt.step()
-            self.step += 1
-            self.loss_sum += value
-            self.loss_count += 1
+            mult = self.train_step()
             bar.update(1)
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 self.wall_time = time.perf_counter() - t0
@@ -496,4 +680,4 @@ class Trainer:
         self.wall_time = time.perf_counter() - t0
         stopped = self.stop_rules.reason if self.stop_rules.stopped else "max_steps"
         return TrainResult(self.step, self.wall_time, stopped, self.selection.best_step,
-                           self.selection.best_metrics, self.last_metrics)
+                           self.selection.best_metrics, self.last_metrics, dict(self.machine))

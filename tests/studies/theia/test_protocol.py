@@ -1,5 +1,5 @@
 """The THEIA training objective: class weights [1, 1, 2] on the prototype dot-product logits, and
-its bf16-autocast variant (used by the cpu preset) agreeing with FP32."""
+its bf16-autocast variant (train.precision=bf16) agreeing with FP32."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -28,7 +28,8 @@ def test_bf16_objective_matches_fp32_and_reaches_every_engine():
     torch.manual_seed(0)
     model, batch = Theia(dropout=0.0), _batch()
     full = weighted_label_loss([1.0, 1.0, 2.0])(model, batch)
-    half = weighted_label_loss([1.0, 1.0, 2.0], bf16=True)(model, batch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # what the Trainer does for train.precision=bf16
+        half = weighted_label_loss([1.0, 1.0, 2.0])(model, batch)
     assert half.dtype == torch.float32 and abs(half.item() - full.item()) < 0.02 * full.item()
     half.backward()
     for engine in (model.arith, model.order, model.set, model.logic, model.head):

@@ -127,7 +127,7 @@ def _presets(grammar: str, cpu_epochs: int, baseline: bool = False) -> dict:
                              train=_train(batch_size=500, eval_every=5, log_every=5),
                              eval=CircuitEvalConfig(train_eval_size=100, quick_depths=[3], quick_per_depth=5), **extra),
         "cpu": lambda: cls(epochs=cpu_epochs, task=_task(grammar), model=CircuitConfig(grammar=grammar),
-                           train=_train(threads=1, **({} if baseline else stop)), **extra),
+                           train=_train(threads="auto", **({} if baseline else stop)), **extra),
         "paper": lambda: cls(epochs=PAPER_EPOCHS[grammar], task=_task(grammar), model=CircuitConfig(grammar=grammar),
                              train=_train(), **extra),
     }

@@ -101,7 +101,7 @@ def make_presets(kind: str) -> dict:
             kind=kind, task=ParityConfig(n=20, k=8),
             model=parity_model(20, 8, d_model=32, n_heads=2, d_mlp=128),
             curriculum=CurriculumConfig(stage_steps=4000),
-            train=_train(steps=20000, batch_size=64, lr=1e-3, betas=[0.9, 0.98], threads=1)),
+            train=_train(steps=20000, batch_size=64, lr=1e-3, betas=[0.9, 0.98], threads="auto")),
         "paper": lambda: ParityRunConfig(
             kind=kind, task=ParityConfig(n=30, k=16, n_val=4096, n_test=8192),
             model=parity_model(30, 16, d_model=128, n_heads=4, d_mlp=512),

@@ -67,7 +67,7 @@ PRESETS = {
         eval=PlusLastEvenEvalConfig(n_val_windows=256, n_generated=20)),
     "cpu": lambda: PlusLastEvenRunConfig(
         train=_train(steps=6000, batch_size=64, lr=1e-2, weight_decay=0.0, schedule="cosine", warmup_steps=100,
-                     min_lr_ratio=0.05, eval_every=250, checkpoint_every=100, log_every=100, threads=1)),
+                     min_lr_ratio=0.05, eval_every=250, checkpoint_every=100, log_every=100, threads="auto")),
     "paper": lambda: PlusLastEvenRunConfig(
         train=_train(steps=20000, batch_size=8, lr=1e-3, weight_decay=1e-2, eval_every=200, checkpoint_every=100,
                      log_every=100, grad_clip=0.0)),

@@ -96,7 +96,7 @@ class NCLMRunConfig:
 def _train(**kw) -> TrainConfig:
     base = dict(lr=3e-3, betas=[0.9, 0.95], weight_decay=0.1, schedule="cosine", warmup_steps=100,
                 min_lr_ratio=0.1, grad_clip=1.0, select_metric="val_loss", select_mode="min",
-                checkpoint_every=0, keep_checkpoints=False, threads=1)
+                checkpoint_every=0, keep_checkpoints=False, threads="auto")
     base.update(kw)
     return TrainConfig(**base)
 

@@ -143,7 +143,7 @@ def cpu_preset(setting: str, arch: str, regime: str):
         task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
         train=TrainConfig(steps=steps, batch_size=32, lr=lr, betas=[0.9, 0.99], weight_decay=0.1, schedule="wsd",
                           warmup_steps=200, decay_fraction=0.25, min_lr_ratio=0.05, grad_clip=1.0, eval_every=500,
-                          checkpoint_every=1000, log_every=100, threads=1, **_select(regime)),
+                          checkpoint_every=1000, log_every=100, threads="auto", **_select(regime)),
         eval=SihEvalConfig(n_ar=256))
 
 
@@ -159,7 +159,7 @@ def smoke_preset(setting: str, arch: str, regime: str):
     task = task_config(setting, regime, **small)
     return lambda: SihRunConfig(
         task=task, model=model_config(task, arch, 16, 32, s["routing"]),
-        train=TrainConfig(steps=20, batch_size=8, lr=3e-3, eval_every=10, checkpoint_every=10, log_every=5, threads=1,
+        train=TrainConfig(steps=20, batch_size=8, lr=3e-3, eval_every=10, checkpoint_every=10, log_every=5, threads="auto",
                           **_select(regime)),
         eval=SihEvalConfig(eval_batch=16, n_ar=8))
 

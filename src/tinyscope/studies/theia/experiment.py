@@ -80,11 +80,21 @@ class KleeneRunConfig:
     model: TheiaModelConfig = field(default_factory=TheiaModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: KleeneEvalConfig = field(default_factory=KleeneEvalConfig)
-    bf16: bool = False            # bf16 autocast of the training forward (CPU too); evaluation stays FP32
+    bf16: bool | None = None      # before train.precision: True = bf16 autocast (CPU too); read from old config.json
 
     def __post_init__(self):
+        legacy_bf16(self)
         check(self.task.variant == "four_domain", "theia-kleene uses task.variant=four_domain (theia-chain is the chain)")
         check(self.task.logic == "kleene", "the 4-domain rules are strong Kleene: task.logic must be kleene")
+
+
+def legacy_bf16(cfg) -> None:
+    """An old config's ``bf16`` flag as ``train.precision`` (True: bf16 autocast of the training
+    forward on any device, as it meant); the flag itself is then cleared."""
+    if cfg.bf16 is not None:
+        if cfg.bf16:
+            cfg.train.precision = "bf16"
+        cfg.bf16 = None
 
 
 def _four_domain_train(**kw) -> TrainConfig:
@@ -106,16 +116,17 @@ KLEENE_PRESETS = {
         eval=KleeneEvalConfig(n_check_per_rule=16, n_final_per_rule=16, n_patch_pairs=32)),
     # One core, ~70 min at most (early stop on 12/12 twice): batch 2048 (at batch 256 the
     # gradient noise hides the weak signal of the set lookup S[c]; per record 2048 learns ~2x
-    # faster), bf16 autocast (1.7x the records per second), Muon (lr 0.05) on the hidden
+    # faster), train.precision=auto (bf16 autocast where the warm-up steps run faster with it:
+    # 1.7x the records per second on a CPU with AVX512-BF16, 16x slower on one without), Muon (lr 0.05) on the hidden
     # matrices with AdamW (the paper's 1e-3) on the rest, number encoders whose GELU kinks tile
     # 0..20 (`model.number_init=tiled`), warmup-stable-decay (the last 25% decaying to 1%), a
     # 12-rule check every 100 steps. The paper's recipe (AdamW, default init) learns S[c] for
     # c < 20 about 3x more slowly per step (docs/theia.md).
     "cpu": lambda: KleeneRunConfig(
-        task=KleeneConfig(n_test=20_000), bf16=True, model=TheiaModelConfig(number_init="tiled"),
+        task=KleeneConfig(n_test=20_000), model=TheiaModelConfig(number_init="tiled"),
         train=_four_domain_train(steps=10_000, batch_size=2048, lr=1e-3, optimizer="muon", muon_lr=0.05,
                                  schedule="wsd", warmup_steps=50, decay_fraction=0.25, min_lr_ratio=0.01,
-                                 eval_every=100, log_every=50, checkpoint_every=500, threads=1),
+                                 eval_every=100, log_every=50, checkpoint_every=500, threads="auto"),
         eval=KleeneEvalConfig(n_check_per_rule=1000, n_final_per_rule=10_000, n_probe=20_000)),
     # Table 1: 2M records split 80/20, batch 4096, 200 epochs of 391 steps, cosine to 1e-5, a
     # Kleene check every 5 epochs (the paper's timing used every 20).
@@ -127,17 +138,15 @@ KLEENE_PRESETS = {
 }
 
 
-def weighted_label_loss(weights: list[float], head=None, bf16: bool = False):
-    """Objective: class-weighted cross-entropy of the model's (B, 3) logits against meta label.
-    ``bf16``: the forward pass under bfloat16 autocast on the model's device, CPU included (the
-    paper trains with FP16 AMP; about 1.8x the samples per second on a CPU with AVX512-BF16)."""
+def weighted_label_loss(weights: list[float], head=None):
+    """Objective: class-weighted cross-entropy of the model's (B, 3) logits against meta label,
+    in float32 (the Trainer runs the forward under bf16 autocast when ``train.precision`` resolves
+    to bf16; the paper trains with FP16 AMP)."""
     w = torch.tensor(weights, dtype=torch.float32)
 
     def loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
         net = head(model) if head else model
-        device = batch["tokens"].device.type
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-            logits = net(batch["tokens"]).float()  # (B, 3)
+        logits = net(batch["tokens"]).float()  # (B, 3)
         return F.cross_entropy(logits, batch["label"], weight=w.to(logits.device))
 
     return loss
@@ -184,7 +193,7 @@ class TheiaKleeneExperiment(RecordExperiment):
     presets = KLEENE_PRESETS
 
     def objective(self, cfg: KleeneRunConfig, task: KleeneTask):
-        return weighted_label_loss(cfg.eval.class_weights, bf16=cfg.bf16)
+        return weighted_label_loss(cfg.eval.class_weights)
 
     def tables(self) -> list:
         """Per-rule accuracy over seeds (the 39-rule table)."""
@@ -281,9 +290,10 @@ class ChainRunConfig:
     model: TheiaModelConfig = field(default_factory=lambda: TheiaModelConfig(arch="theia_step"))
     train: TrainConfig = field(default_factory=TrainConfig)
     chain: ChainProtocolConfig = field(default_factory=ChainProtocolConfig)
-    bf16: bool = False            # bfloat16 autocast of the phase-1 training forward (CPU too)
+    bf16: bool | None = None      # before train.precision: True = bf16 autocast of phase 1; read from old config.json
 
     def __post_init__(self):
+        legacy_bf16(self)
         check(self.task.variant == "chain", "theia-chain uses task.variant=chain")
 
 
@@ -301,15 +311,15 @@ CHAIN_PRESETS = {
         train=_chain_train(steps=10, batch_size=32, eval_every=5, log_every=5),
         chain=ChainProtocolConfig(p2_steps=5, p2_batch=32, p3_steps=3, p3_batch=16, checkpoint_every=2,
                                   n_stage_eval_chains=32, lengths=[5, 10], n_eval_chains=64)),
-    # One core, ~30 min: phase 1 as the 4-domain cpu preset (batch 2048, bf16, Muon 0.05 + AdamW
+    # One core, ~30 min: phase 1 as the 4-domain cpu preset (batch 2048, precision auto, Muon 0.05 + AdamW
     # 1e-3, tiled number encoders, wsd) for at most 8,000 steps, stopping at 99.9% step accuracy
     # (seed 42: step 7,300). The flat MLP baseline: --set model.arch=flat_mlp (docs/theia.md).
     "cpu": lambda: ChainRunConfig(
-        task=KleeneConfig(variant="chain", n_test=20_000), bf16=True,
+        task=KleeneConfig(variant="chain", n_test=20_000),
         model=TheiaModelConfig(arch="theia_step", number_init="tiled"),
         train=_chain_train(steps=8000, batch_size=2048, lr=1e-3, optimizer="muon", muon_lr=0.05, schedule="wsd",
                            warmup_steps=50, decay_fraction=0.25, min_lr_ratio=0.01, eval_every=100, log_every=50,
-                           checkpoint_every=500, threads=1),
+                           checkpoint_every=500, threads="auto"),
         chain=ChainProtocolConfig(p2_steps=300, p3_steps=150, p3_batch=128, n_eval_chains=1000)),
     # Sec. 1.6: phase 1 on 2M records, batch 4096, 150 epochs (489 steps each), stop at 99.9%;
     # phase 2: 500k 5-step chains, at most 50 epochs; phase 3: 50 epochs at 3e-4 (both evaluated
@@ -351,7 +361,7 @@ class TheiaChainExperiment(RecordExperiment):
         return [CHAIN_TABLE]
 
     def objective(self, cfg: ChainRunConfig, task: KleeneTask):
-        return weighted_label_loss(cfg.chain.class_weights, head=lambda chain: chain.step, bf16=cfg.bf16)
+        return weighted_label_loss(cfg.chain.class_weights, head=lambda chain: chain.step)
 
     def evaluator(self, cfg: ChainRunConfig, task: KleeneTask):
         return lambda model: {"step_acc": self.test_accuracy(model.step, task)}
@@ -363,7 +373,7 @@ class TheiaChainExperiment(RecordExperiment):
         # a resumed stage logs the same losses as an uninterrupted one
         log_every = math.gcd(10, c.checkpoint_every) if c.checkpoint_every else 10
         common = dict(weight_decay=0.01, grad_clip=1.0, log_every=log_every, checkpoint_every=c.checkpoint_every,
-                      select_metric=None, device=cfg.train.device, amp=False, threads=cfg.train.threads,
+                      select_metric=None, device=cfg.train.device, precision="fp32", threads=cfg.train.threads,
                       logger=cfg.train.logger)
         held_out = sample_chains(np.random.default_rng([cfg.task.data_seed, 2]), c.n_stage_eval_chains,
                                  c.chain_steps, task.spec)

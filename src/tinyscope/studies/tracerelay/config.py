@@ -64,7 +64,7 @@ def paper_train(**kw) -> TrainConfig:
                 warmup_steps=100, warmup_start=0.01, grad_clip=1.0, log_every=50, eval_every=250,
                 checkpoint_every=250, keep_checkpoints=True, select_metric="id_acc", select_mode="max",
                 tie_break_metric="id_ce", tie_break_mode="min", stop_metric="id_acc", stop_threshold=0.99,
-                stop_mode="max", stop_consecutive=2, threads=1)
+                stop_mode="max", stop_consecutive=2, threads="auto")
     base.update(kw)
     return TrainConfig(**base)
 
