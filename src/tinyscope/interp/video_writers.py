@@ -3,15 +3,14 @@
 :class:`GifStream` writes an animated GIF89a incrementally: each frame is palettised and
 LZW-encoded by Pillow as a one-frame GIF, whose image block is copied into the open file with
 its palette as a local colour table. (Pillow's own multi-frame writer, and imageio's on top of
-it, collect every frame before writing.) :class:`Mp4Stream` pipes raw RGB frames into an
-``ffmpeg`` process when one is available (on PATH or from the optional ``imageio-ffmpeg``).
+it, collect every frame before writing.) :class:`Mp4Stream` streams raw RGB frames into the
+ffmpeg binary of ``imageio-ffmpeg`` (a dependency; its wheel ships the binary).
 """
 from __future__ import annotations
 
 import io
 import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,16 +18,14 @@ from PIL import Image
 
 
 def ffmpeg_executable() -> str | None:
-    """Path of an ffmpeg binary, or None when no MP4 encoder is available."""
-    exe = shutil.which("ffmpeg")
-    if exe:
-        return exe
+    """Path of the ffmpeg binary MP4s are written with (imageio-ffmpeg's own, else one on PATH),
+    or None when there is none."""
     try:
         import imageio_ffmpeg
 
         return imageio_ffmpeg.get_ffmpeg_exe()
     except Exception:  # not installed, or its binary is missing
-        return None
+        return shutil.which("ffmpeg")
 
 
 def _skip_sub_blocks(data: bytes, i: int) -> int:
@@ -131,36 +128,46 @@ class GifStream:
 
 
 class Mp4Stream:
-    """An H.264 MP4 written by piping frames to ffmpeg; frame sides are padded to even sizes."""
+    """An H.264 MP4 written one frame at a time through ``imageio_ffmpeg.write_frames``, which pipes
+    raw RGB frames into the ffmpeg binary shipped in the imageio-ffmpeg wheel (no system ffmpeg
+    needed; ``IMAGEIO_FFMPEG_EXE`` chooses another). Frames are padded with white to even sides,
+    which yuv420p requires. ``quality`` is imageio-ffmpeg's 1..10 (7: x264 CRF 15, crisp text)."""
 
-    def __init__(self, path: str | Path, fps: float = 8.0, exe: str | None = None):
+    def __init__(self, path: str | Path, fps: float = 8.0, quality: float = 7):
         self.path = Path(path)
         self.fps = fps
-        self.exe = exe or ffmpeg_executable()
-        if self.exe is None:
-            raise RuntimeError("no ffmpeg found: install ffmpeg or `pip install imageio-ffmpeg` for MP4 movies")
+        self.quality = quality
         self.frames = 0
-        self._proc = None
+        self.size: tuple[int, int] | None = None
+        self._gen = None
 
     def __enter__(self) -> "Mp4Stream":
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.with_name(f".{self.path.stem}.tmp{self.path.suffix}")
         return self
 
     def write(self, frame: np.ndarray) -> None:
+        import imageio_ffmpeg
+
         h, w = frame.shape[:2]
-        if self._proc is None:
-            self._size = (w, h)
-            cmd = [self.exe, "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
-                   "-r", str(self.fps), "-i", "-", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-pix_fmt", "yuv420p",
-                   "-c:v", "libx264", "-preset", "veryfast", str(self.path)]
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-        self._proc.stdin.write(np.ascontiguousarray(frame[..., :3], dtype=np.uint8).tobytes())
+        if self.size is None:
+            self.size = (w, h)
+            self._padded = (w + w % 2, h + h % 2)
+            self._gen = imageio_ffmpeg.write_frames(
+                str(self._tmp), self._padded, fps=self.fps, quality=self.quality, codec="libx264",
+                macro_block_size=2, ffmpeg_log_level="error", output_params=["-preset", "veryfast"])
+            self._gen.send(None)  # starts ffmpeg
+        elif (w, h) != self.size:
+            raise ValueError(f"frame {self.frames} is {w}x{h}, the movie is {self.size[0]}x{self.size[1]}")
+        rgb = np.full((self._padded[1], self._padded[0], 3), 255, dtype=np.uint8)  # (H', W', 3)
+        rgb[:h, :w] = frame[..., :3]
+        self._gen.send(rgb.tobytes())
         self.frames += 1
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._proc is None:
-            return
-        self._proc.stdin.close()
-        err = self._proc.stderr.read().decode(errors="replace")
-        if self._proc.wait() != 0 and exc_type is None:
-            raise RuntimeError(f"ffmpeg failed writing {self.path}: {err.strip()[-300:]}")
+        if self._gen is not None:
+            self._gen.close()  # flushes and waits for ffmpeg
+        if exc_type is None and self._gen is not None:
+            self._tmp.replace(self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)

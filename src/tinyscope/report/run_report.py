@@ -32,7 +32,7 @@ line-height:1.45;padding:0 1em}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .7em;text-align:left}
 th{background:#f5f5f5}pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:.85em}
-figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #eee}
+figure{margin:1.5em 0}figure img,figure video{max-width:100%;border:1px solid #eee}
 figcaption{font-size:.92em;color:#444;margin-top:.3em}.muted{color:#777}.err{color:#b00}
 nav a{margin-right:.8em}
 """
@@ -71,6 +71,9 @@ def _figure_html(fig: ReportFigure) -> str:
     if fig.error is not None:
         return f'<figure id="{anchor}"><p class="err">could not draw: {html.escape(fig.error)}</p>' \
                f"<figcaption>{head}</figcaption></figure>"
+    if fig.mime.startswith("video/"):
+        return (f'<figure id="{anchor}"><video controls loop muted playsinline preload="auto" '
+                f'src="{data_uri(fig.data, fig.mime)}"></video><figcaption>{head}</figcaption></figure>')
     return (f'<figure id="{anchor}"><img alt="{anchor}" src="{data_uri(fig.data, fig.mime)}">'
             f"<figcaption>{head}</figcaption></figure>")
 
@@ -115,14 +118,15 @@ def view_figures(views: Sequence[View], dpi: int = 90, drawn: Mapping[str, Repor
 
 
 def image_figures(images: Sequence[tuple[str, str, Path]], max_bytes: int = MAX_EMBED_BYTES) -> list[ReportFigure]:
-    """Image files the run directory holds (PNG or GIF), embedded up to ``max_bytes`` each."""
+    """Image files the run directory holds (PNG, GIF, or MP4 shown as a looping video), embedded up
+    to ``max_bytes`` each."""
     out = []
     for name, caption, path in images:
         path = Path(path)
         if not path.is_file():
             continue
         size = path.stat().st_size
-        mime = "image/gif" if path.suffix.lower() == ".gif" else "image/png"
+        mime = {".gif": "image/gif", ".mp4": "video/mp4"}.get(path.suffix.lower(), "image/png")
         if size > max_bytes:
             out.append(ReportFigure(name, name, caption, error=f"{path} is {size / 1e6:.1f} MB, too large to embed; "
                                                                "open the file itself"))

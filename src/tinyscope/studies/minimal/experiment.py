@@ -157,10 +157,9 @@ class PlusLastEvenExperiment(Experiment):
         (`tinyscope movie`); the quick page (smoke runs) has neither."""
         if not full:
             return []
-        from tinyscope.studies.minimal.movies import MOVIE_NAMES
+        from tinyscope.studies.minimal.movies import report_movies
 
-        movies = [(name, f"Movie (Sec. 6): {name}, one frame per checkpoint", run.path / "movies" / f"{name}.gif")
-                  for name in MOVIE_NAMES]
+        movies = report_movies(run.path)
         return [ReportSection("Walkthrough (paper order)", self.views(run)), ReportSection("Training movies", (), movies)]
 
 
