@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import logging
 import os
@@ -39,7 +38,10 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, full: bool = False) -> argparse.ArgumentParser:
+    """The parser of every command. A study's own commands are read from its catalog (their
+    help, nothing imported) unless ``command`` is one of them, is no command any catalog names,
+    or ``full``: then the study's cli module is imported and registers them for real."""
     parser = _Parser(prog="tinyscope", description="Small sequence models on synthetic algorithmic tasks.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
     parser.add_argument("--version", action="version", version=f"tinyscope {version()}",
@@ -51,9 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
         if info.name.startswith("_"):  # helpers of the commands, not commands
             continue
         importlib.import_module(f"{commands.__name__}.{info.name}").register(sub)
-    for module in study_cli_modules():
-        importlib.import_module(module).register(sub)
+    from tinyscope.runs.registry import study_cli, study_commands
+
+    declared_all = study_commands()
+    known = set(sub.choices) | {name for d in declared_all.values() if d for name, _ in d}
+    full = full or (command is not None and command not in known)  # a catalog that lags its cli module
+    for study, declared in declared_all.items():
+        if full or declared is None or command in {name for name, _ in declared}:
+            importlib.import_module(study_cli(study)).register(sub)
+        else:  # listed with its help; parsed only when it is the command given (then imported above)
+            for name, help_ in declared:
+                sub.add_parser(name, help=help_, add_help=False)
     return parser
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command named in ``argv``: its first word that is not an option."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def version() -> str:
@@ -66,14 +82,6 @@ def version() -> str:
         return metadata.version("tinyscope")
     except metadata.PackageNotFoundError:
         return tinyscope.__version__
-
-
-def study_cli_modules() -> list[str]:
-    """``tinyscope.studies.<study>.cli`` for every study that has one."""
-    from tinyscope.runs.registry import STUDIES_PACKAGE, study_names
-
-    return [f"{STUDIES_PACKAGE}.{s}.cli" for s in study_names()
-            if importlib.util.find_spec(f"{STUDIES_PACKAGE}.{s}.cli") is not None]
 
 
 def one_line(text: str) -> str:
@@ -155,7 +163,8 @@ def _fail(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     handler = logging.StreamHandler()
     handler.setFormatter(_Formatter())

@@ -28,7 +28,7 @@ def _actions(parser, path=("tinyscope",)):
 
 def test_every_command_and_every_flag_has_help():
     missing = [f"{' '.join(path)} {'/'.join(a.option_strings) or a.dest if a else '(the command)'}"
-               for path, a, command_help in _actions(build_parser())
+               for path, a, command_help in _actions(build_parser(full=True))
                if (a is None and not command_help) or (a is not None and (not a.help or a.help == argparse.SUPPRESS))]
     assert missing == []
 
@@ -37,7 +37,7 @@ def test_one_flag_name_for_one_idea():
     """A flag means the same thing in every command that has it: no synonyms (--n-traj, --step,
     --output) and no name for two ideas (--seeds: the seeds of a sweep, never a count)."""
     flags = {}
-    for path, action, _ in _actions(build_parser()):
+    for path, action, _ in _actions(build_parser(full=True)):
         for opt in getattr(action, "option_strings", ()):
             flags.setdefault(opt, []).append(" ".join(path))
     assert not {"--n-traj", "--step", "--output", "--outdir"} & set(flags)
