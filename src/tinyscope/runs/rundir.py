@@ -368,6 +368,10 @@ def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model
     }
     record = json.loads((out / "config.json").read_text())  # the resolved choice beside the requested one
     ckpt.atomic_write_json(out / "config.json", {**record, "machine": result.machine})
+    train = stages[-1][0].train if stages else getattr(cfg, "train", None)
+    if getattr(train, "select_metric", None) is not None:  # how selected_step was chosen
+        results["selection"] = {"metric": train.select_metric, "mode": train.select_mode,
+                                "tie_break": train.tie_break_metric}
     if stages:
         results["phases"] = [_phase_record(name, r) for name, r in [("main", result)] + [(s.name, r) for s, r in stages]]
     ckpt.atomic_write_json(out / "results.json", results)

@@ -227,7 +227,8 @@ def import_checkpoints(path: str | Path, out: str | Path, final_step: int | None
         ckpt.save_model(out / "checkpoints" / "best.safetensors", model, step=last, metrics=metrics)
         lines = [json.dumps(r) for r in history_records(meta)]
         lines.append(json.dumps({"step": last, "split": "eval",
-                                 **{k: metrics[k] for k in ("rule_error", "rule_loss", "val_loss") if k in metrics}}))
+                                 **{k: metrics[k] for k in ("rule_error", "rule_error_expected", "rule_loss", "val_loss")
+                                    if k in metrics}}))
         ckpt.atomic_write_bytes(out / "metrics.jsonl", ("\n".join(lines) + "\n").encode())
         ckpt.atomic_write_json(out / "results.json", results)
     return results

@@ -54,8 +54,13 @@ class PlusLastEvenRunConfig:
         check(self.model.vocab_size == 12, f"model.vocab_size={self.model.vocab_size} must be 12 for plus-last-even")
 
 
+# Checkpoint selection: the expected rule error of sampled generation (see ``evaluator``), which
+# counts a correct but unconfident argmax as partly wrong, with the argmax rule error breaking ties.
+SELECT_METRIC, TIE_BREAK_METRIC = "rule_error_expected", "rule_error"
+
+
 def _train(**kw) -> TrainConfig:
-    base = dict(select_metric="rule_error", select_mode="min", tie_break_metric="val_loss")
+    base = dict(select_metric=SELECT_METRIC, select_mode="min", tie_break_metric=TIE_BREAK_METRIC)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -109,6 +114,11 @@ class PlusLastEvenExperiment(Experiment):
         return Transformer(cfg.model)
 
     def evaluator(self, cfg: PlusLastEvenRunConfig, task: PlusLastEven):
+        """On the held-out constrained positions (N of them, target y_i): ``rule_error`` =
+        mean[argmax p_i != y_i] (the paper's Fig. 3 metric), ``rule_loss`` = mean[-log p_i(y_i)],
+        and ``rule_error_expected`` = mean[1 - p_i(y_i)], the probability that a token sampled
+        from the model breaks the rule (the error of generation, which the argmax hides when the
+        model is right but unconfident); ``val_loss`` over every position of held-out windows."""
         ev, val = task.eval_set(), task.val_windows(cfg.eval.n_val_windows)
         ev_tokens = torch.from_numpy(ev.tokens)  # (N, W)
         rows = torch.arange(len(ev))
@@ -120,8 +130,10 @@ class PlusLastEvenExperiment(Experiment):
             device = next(model.parameters()).device
             logits = model(ev_tokens.to(device))[rows, query].float().cpu()  # (N, V)
             val_logits = model(val_t["tokens"].to(device)).float().cpu()  # (M, W, V)
+            p_target = torch.softmax(logits, -1)[rows, target]  # (N,)
             return {
                 "rule_error": (logits.argmax(-1) != target).float().mean().item(),
+                "rule_error_expected": (1.0 - p_target).mean().item(),
                 "rule_loss": F.cross_entropy(logits, target).item(),
                 "val_loss": F.cross_entropy(val_logits.flatten(0, 1), val_t["targets"].flatten()).item(),
             }
@@ -153,14 +165,26 @@ class PlusLastEvenExperiment(Experiment):
         return run_views(run, options)
 
     def report_sections(self, run, full: bool = True) -> list[ReportSection]:
-        """The walkthrough in paper order and the training movies already rendered into RUN/movies
-        (`tinyscope movie`); the quick page (smoke runs) has neither."""
+        """The checkpoint selection (rule error and generation error), the walkthrough in paper
+        order and the training movies already rendered into RUN/movies (`tinyscope movie`); the
+        quick page (smoke runs) has none of them."""
         if not full:
             return []
         from tinyscope.studies.minimal.movies import report_movies
 
         movies = report_movies(run.path)
-        return [ReportSection("Walkthrough (paper order)", self.views(run)), ReportSection("Training movies", (), movies)]
+        return [self.selection_section(run), ReportSection("Walkthrough (paper order)", self.views(run)),
+                ReportSection("Training movies", (), movies)]
+
+    @staticmethod
+    def selection_section(run) -> ReportSection:
+        """The selected step's argmax rule error beside its generation error, over training."""
+        from tinyscope.studies.minimal.selection_views import selection_caption, selection_figure
+
+        results = run.results
+        view = View("00_checkpoint_selection", "Selection", selection_caption(results),
+                    lambda: selection_figure(run.metrics(), results))
+        return ReportSection("Checkpoint selection: rule error and generation error", [view])
 
 
 register(PlusLastEvenExperiment())
