@@ -90,8 +90,8 @@ class FrameCanvas:
             if x1 <= x0 or bottom <= top:
                 continue
             h, w = packed.shape
-            rows = h - 1 - (np.arange(bottom - top) * h // (bottom - top))  # nearest source row, top of the box first
-            cols = np.arange(x1 - x0) * w // (x1 - x0)
+            rows = h - 1 - ((2 * np.arange(bottom - top) + 1) * h // (2 * (bottom - top)))  # at pixel centres, top first
+            cols = (2 * np.arange(x1 - x0) + 1) * w // (2 * (x1 - x0))
             words[top:bottom, x0:x1] = packed.take(rows, 0).take(cols, 1)
         self._images.clear()
 
