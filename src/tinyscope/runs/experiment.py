@@ -83,12 +83,14 @@ class View:
     """One figure a run offers: ``draw()`` returns a matplotlib Figure (drawn on demand).
 
     name: file stem (``RUN/figures/<name>.png``); label: the paper figure it reproduces
-    (``"Fig. 5"``) or a short title; caption: what it shows."""
+    (``"Fig. 5"``) or a short title; caption: what it shows; table: the same content as text,
+    when it has one (``tinyscope viz --only NAME`` prints it)."""
 
     name: str
     label: str
     caption: str
     draw: Callable[[], "Figure"]
+    table: Callable[[], str] | None = None
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,10 @@ from typing import Callable
 
 import numpy as np
 import torch
+from matplotlib.patches import Patch
 
 from tinyscope.interp.plotting import CONSTRAINED_OK, CONSTRAINED_WRONG, UNCONSTRAINED, new_figure
+from tinyscope.studies.minimal import style as st
 
 RuleTargets = Callable[[np.ndarray], np.ndarray]
 
@@ -32,8 +34,9 @@ def sequences_figure(seqs: list[np.ndarray], labels: list[str], rule_targets: Ru
     """Sequences as coloured cell rows with each token written in its cell (Fig. 2, Fig. 4)."""
     width = max(len(s) for s in seqs)
     if ax is None:
-        fig = new_figure(max(6.0, 0.32 * width + 1.5), 0.45 * len(seqs) + 1.2)
+        fig = new_figure(min(st.WIDTH, max(4.0, 0.2 * width + 1.2)), 0.3 * len(seqs) + 1.3)
         ax = fig.subplots()
+        status_legend(fig)
     colours = np.array([[1, 1, 1], _rgb(UNCONSTRAINED), _rgb(CONSTRAINED_OK), _rgb(CONSTRAINED_WRONG)])
     img = np.zeros((len(seqs), width), dtype=np.int64)
     for r, seq in enumerate(seqs):
@@ -41,16 +44,23 @@ def sequences_figure(seqs: list[np.ndarray], labels: list[str], rule_targets: Ru
     ax.imshow(colours[img], aspect="auto", interpolation="nearest")
     for r, seq in enumerate(seqs):
         for c, tok in enumerate(seq):
-            ax.text(c, r, labels[int(tok)], ha="center", va="center", fontsize=7)
+            ax.text(c, r, labels[int(tok)], ha="center", va="center", fontsize=st.TICK)
     ax.set_xticks(np.arange(-0.5, width, 1), minor=True)
     ax.set_yticks(np.arange(-0.5, len(seqs), 1), minor=True)
     ax.grid(which="minor", color="white", lw=1)
     ax.tick_params(which="minor", length=0)
-    ax.set_yticks(range(len(seqs)), row_names or [f"seq {i}" for i in range(len(seqs))], fontsize=7)
-    ax.set_xlabel("position", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.set_title(title + "  (green: correct after +, red: wrong after +, grey: unconstrained)", fontsize=9)
+    ax.set_yticks(range(len(seqs)), row_names or [f"seq {i}" for i in range(len(seqs))])
+    st.axes_text(ax, "position", "sequence", title)
+    ax.images[-1].set_gid("no-key")  # keyed by status_legend
     return fig
+
+
+def status_legend(fig):
+    """The key of the cell colours: constrained and correct / wrong, unconstrained."""
+    handles = [Patch(facecolor=c, label=n) for c, n in ((CONSTRAINED_OK, "after + (rule): correct"),
+                                                        (CONSTRAINED_WRONG, "after + (rule): wrong"),
+                                                        (UNCONSTRAINED, "unconstrained"))]
+    return fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=st.TICK, frameon=False)
 
 
 def _rgb(hex_colour: str) -> list[float]:
@@ -77,8 +87,9 @@ def generations_figure(before: list[np.ndarray], after: list[np.ndarray], labels
                        rule_targets: RuleTargets, before_step: int, after_step: int):
     """Fig. 4: model generations at initialisation (top) and after training (bottom)."""
     width = max(len(s) for s in before + after)
-    fig = new_figure(max(6.0, 0.32 * width + 1.5), 0.45 * (len(before) + len(after)) + 2.2)
+    fig = new_figure(min(st.WIDTH, max(4.0, 0.2 * width + 1.2)), 0.3 * (len(before) + len(after)) + 2.0)
     top, bottom = fig.subplots(2, 1)
+    status_legend(fig)
     for ax, seqs, step in ((top, before, before_step), (bottom, after, after_step)):
         acc = _rule_accuracy(seqs, rule_targets)
         sequences_figure(seqs, labels, rule_targets, f"generated at step {step}: {acc}", fig=fig, ax=ax)

@@ -20,7 +20,9 @@ from tinyscope.report.learning_curve import learning_curve_figure
 from tinyscope.runs.experiment import View, ViewOptions
 from tinyscope.studies.minimal import geometry_views as gv
 from tinyscope.studies.minimal import sequence_views as sv
+from tinyscope.studies.minimal import supplementary_views as xv
 from tinyscope.studies.minimal import walkthrough_views as wv
+from tinyscope.studies.minimal.architecture import architecture_figure
 from tinyscope.studies.minimal.geometry import (
     Geometry,
     Landscape,
@@ -112,13 +114,14 @@ class ViewContext:
 @dataclass(frozen=True)
 class WalkthroughView:
     """A catalogue entry: the figure's file stem, the paper figure, a caption, how to draw it from
-    a :class:`ViewContext`, and when it applies to a run."""
+    a :class:`ViewContext`, when it applies to a run, and (optionally) the same content as text."""
 
     name: str
     figure: str
     caption: str
     render: Callable[[ViewContext], object]
     applies: Callable[[ViewContext], bool]
+    table: Callable[[ViewContext], str] | None = None
 
 
 MAX_POINTS = 2048  # V * T beyond which the all-points views would be unreadable (and slow)
@@ -142,7 +145,7 @@ def _training_data(ctx: ViewContext):
     corpus = ctx.run.task.corpus
     rows = rng.choice(len(corpus), size=min(ctx.n_sequences, len(corpus)), replace=False)
     seqs = [np.asarray(corpus[r][:ctx.seq_len]) for r in rows]
-    return sv.sequences_figure(seqs, ctx.labels, ctx.rule, "Sample training sequences (Fig. 2)",
+    return sv.sequences_figure(seqs, ctx.labels, ctx.rule, "Training sequences (Fig. 2)",
                                [f"corpus[{r}]" for r in rows])
 
 
@@ -168,11 +171,40 @@ def _generations(ctx: ViewContext):
     return sv.generations_figure(before, after, ctx.labels, ctx.rule, 0, ctx.step if ctx.step is not None else -1)
 
 
+def _demo_traces(ctx: ViewContext) -> list[Trace]:
+    """The walkthrough sequence and two held-out ones, traced (the supplementary figures' three)."""
+    if "demo_traces" not in ctx.extra:
+        seqs = xv.demo_sequences(ctx.sequence_ids(), ctx.run.task, ctx.model)
+        ctx.extra["demo_traces"] = [trace_sequence(ctx.model, s, ctx.labels, head=ctx.head) for s in seqs]
+    return ctx.extra["demo_traces"]
+
+
+def _readouts(ctx: ViewContext):
+    return xv.attention_readout_figure([xv.readout(ctx.model, tr.tokens, head=ctx.head) for tr in _demo_traces(ctx)],
+                                       ctx.labels)
+
+
+def _overlay_panels(ctx: ViewContext, which: str):
+    """Fig. 9's panels with all V*T embeddings e (a4/07) or values v (a4/12) overlaid."""
+    pts = ctx.geometry.emb if which == "e" else ctx.geometry.v
+    title = ("Output probabilities with all combined embeddings e overlaid (suppl. a4/07)" if which == "e" else
+             "Output probabilities with all values v = W_V e overlaid (suppl. a4/12)")
+    return gv.probability_panels_figure(ctx.landscape, ctx.labels, title=title,
+                                        clouds=ctx.landscape.plane.project(pts))
+
+
+def _values_in_residual(ctx: ViewContext) -> bool:
+    return _landscape_ok(ctx) and ctx.geometry.v.shape[-1] == ctx.geometry.emb.shape[-1]
+
+
 def _can_generate(ctx: ViewContext) -> bool:
     return ctx.rule is not None and _geometric(ctx)
 
 
 VIEWS: list[WalkthroughView] = [
+    WalkthroughView("01_architecture", "Figure 1", "The model's architecture drawn from its own shapes: each part's "
+         "weights and parameter count, the residual connections beside.", lambda c: architecture_figure(c.model),
+         lambda c: has_geometry(c.model) and hasattr(c.model, "blocks")),
     WalkthroughView("02_training_sequences", "Figure 2", "Sample training sequences; green: constrained and correct, grey: "
          "unconstrained.", _training_data, lambda c: c.rule is not None and hasattr(c.run.task, "corpus")),
     WalkthroughView("03_learning_curve", "Figure 3", "Loss (left axis) and error metrics (right axis) over training steps.",
@@ -190,8 +222,19 @@ VIEWS: list[WalkthroughView] = [
          "T x T each.", lambda c: gv.query_token_scores_figure(c.geometry, c.focus), _geometric),
     WalkthroughView("08s_all_scores", "Supplementary a4/11", "The full (V T) x (V T) matrix of raw q.k grouped by token.",
          lambda c: gv.full_scores_figure(c.geometry), _geometric),
+    WalkthroughView("08x_qkv_overview", "Supplementary 07", "3 x 3 overview: token, position and combined "
+         "embeddings; q, k, v spaces; q and k together; each point's attention output over all earlier keys.",
+         lambda c: xv.qkv_overview_figure(c.geometry), _geometric),
+    WalkthroughView("08y_qkv_extended", "Extended 08", "Each dimension of q, k and v as a tokens x positions heatmap, "
+         "with W_Q, W_K, W_V.", lambda c: xv.qkv_extended_figure(c.geometry), _geometric),
     WalkthroughView("09_output_probabilities", "Figure 9", "P(next = token) of the output network over the plane, one "
          "panel per token.", lambda c: gv.probability_panels_figure(c.landscape, c.labels), _landscape_ok),
+    WalkthroughView("09e_output_probabilities_embeddings", "Supplementary a4/07", "Fig. 9's per-token panels with "
+         "all V*T combined embeddings e overlaid (one label per token).", lambda c: _overlay_panels(c, "e"),
+         _landscape_ok),
+    WalkthroughView("09v_output_probabilities_values", "Supplementary a4/12", "Fig. 9's per-token panels with all "
+         "V*T values v = W_V e overlaid (one label per token).", lambda c: _overlay_panels(c, "v"),
+         _values_in_residual),
     WalkthroughView("10_output_entropy_argmax", "Figure 10", "Entropy and argmax maps of the output network, with the "
          "embeddings and the values overlaid.", lambda c: gv.output_summary_figure(c.landscape, c.geometry),
          _landscape_ok),
@@ -205,6 +248,14 @@ VIEWS: list[WalkthroughView] = [
          lambda c: wv.walk_values_figure(c.trace, c.geometry), _geometric),
     WalkthroughView("15_walk_prediction", "Figure 15", "Each embedding nudged by its attention output into its output "
          "region.", lambda c: wv.walk_prediction_figure(c.trace, c.landscape), _landscape_ok),
+    WalkthroughView("16_next_token_probabilities", "Readout", "P(next token) at every position of the sequence "
+         "(--sequence); argmax boxed, rule target dotted.", lambda c: xv.next_token_figure(c.trace, c.rule),
+         _geometric, table=lambda c: xv.next_token_table(c.trace, c.rule)),
+    WalkthroughView("17_attention_readout", "Supplementary 14", "For three sequences (the walkthrough's and two "
+         "held-out): attention, LM-head input, logits and output probabilities.", _readouts, _geometric),
+    WalkthroughView("18_value_arrows", "Supplementary 16", "For the same three sequences: values, attention outputs "
+         "and the residual move e -> z, z green where the rule's prediction is right, red where wrong.",
+         lambda c: xv.value_arrows_figure(_demo_traces(c), c.rule), _geometric),
 ]
 
 VIEW_NAMES = [v.name for v in VIEWS]
@@ -244,5 +295,6 @@ def run_views(run, options: ViewOptions = ViewOptions()) -> list[View]:
             log.warning("cannot tell whether %s applies: %s", view.name, exc)
             applies = False
         if applies:
-            out.append(View(view.name, view.figure, view.caption, lambda v=view: v.render(ctx)))
+            table = (lambda v=view: v.table(ctx)) if view.table is not None else None
+            out.append(View(view.name, view.figure, view.caption, lambda v=view: v.render(ctx), table=table))
     return out
