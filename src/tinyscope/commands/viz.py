@@ -17,6 +17,8 @@ def register(sub) -> None:
     p.add_argument("--focus-position", type=int, default=None, help="the query position a view centres on")
     p.add_argument("--head", type=int, default=0, help="attention head drawn (default: 0)")
     p.add_argument("--dpi", type=int, default=110, help="resolution of the saved PNGs (default: 110)")
+    p.add_argument("--format", nargs="+", choices=("pdf", "svg"), default=[], metavar="pdf|svg",
+                   help="also save each figure as a vector file (pdf, svg or both) beside its PNG")
     p.add_argument("--no-report", action="store_true",
                    help="do not rewrite RUN/report.html (it is rewritten only for a full run of the selected step)")
     p.add_argument("--list", action="store_true", help="list the run's views and exit")
@@ -110,10 +112,15 @@ def _viz(args) -> int:
     for view in views:
         fig = draw(view, args)
         png = figure_png(fig, dpi=args.dpi)
+        for fmt in args.format:  # vector copies beside the PNG
+            fig.savefig(out / f"{view.name}.{fmt}", format=fmt)
+            print(out / f"{view.name}.{fmt}")
         plt.close(fig)
         (out / f"{view.name}.png").write_bytes(png)
         drawn[view.name] = ReportFigure(view.name, view.label, view.caption, png)
         print(out / f"{view.name}.png")
+        if view.table is not None and (args.only or args.sequence):  # the readout as text, when asked for
+            print(view.table())
     if not args.no_report and not args.only and args.checkpoint is None:  # the report shows the selected checkpoint
         path = write_run_report(run, full=True, drawn=drawn)
         print(f"tinyscope: report {path}", file=sys.stderr)
