@@ -34,7 +34,8 @@ import torch
 
 PRECISIONS = ("auto", "fp32", "bf16")
 AUTO_MIN_STEPS = 500      # shorter runs do not spend warm-up steps measuring
-CLEAR_WIN = 1.15          # a choice other than the simplest must be this much faster (a loaded machine is noisy)
+CLEAR_WIN = 1.15          # more threads must be this much faster (a loaded machine is noisy)
+PRECISION_CLEAR_WIN = 1.3  # bf16 must be this much faster than fp32 over the warm-up steps (it also rounds differently)
 BF16_MATMUL_MIN_SPEEDUP = 1.5  # a bf16 matmul this much faster than fp32 makes bf16 a candidate on a CPU
 
 
@@ -137,12 +138,12 @@ def thread_candidates(requested: int | str, steps: int, world: int = 1) -> tuple
     return (n if n > 0 else torch.get_num_threads(),)
 
 
-def fastest(times: dict, order: list) -> object:
+def fastest(times: dict, order: list, margin: float = CLEAR_WIN) -> object:
     """The first of ``order`` unless a later one's median time beats every earlier pick by
-    :data:`CLEAR_WIN`: ``times`` maps each choice to its list of seconds."""
+    ``margin``: ``times`` maps each choice to its list of seconds."""
     best = order[0]
     for choice in order[1:]:
-        if statistics.median(times[choice]) * CLEAR_WIN < statistics.median(times[best]):
+        if statistics.median(times[choice]) * margin < statistics.median(times[best]):
             best = choice
     return best
 

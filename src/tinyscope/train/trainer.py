@@ -515,8 +515,9 @@ class Trainer:
 
     def _time_warmup(self, precs: tuple[str, ...], counts: tuple[int, ...], rounds: int = 3) -> tuple[str, int]:
         """The fastest (precision, threads) over ``rounds`` interleaved timed steps each on a copy
-        of the model and optimizer (step 0's batch), preferring fp32 and fewer threads unless
-        another is :data:`machine.CLEAR_WIN` faster. A thread count whose gradients differ in a
+        of the model and optimizer (step 0's batch), preferring fewer threads unless more are
+        :data:`machine.CLEAR_WIN` faster, and fp32 unless bf16 is :data:`machine.PRECISION_CLEAR_WIN`
+        faster. A thread count whose gradients differ in a
         bit from one thread's (torch's CPU reductions split by thread, e.g. layer-norm weight
         gradients and long matmuls) is not used, so the choice never changes the result. The
         RNG, the task's state and the real model are left as they were."""
@@ -559,7 +560,9 @@ class Trainer:
         if len(same) < len(combos):
             log.info("thread counts %s change the gradient bits of this model; not used",
                      sorted({n for _, n in set(combos) - set(same)}))
-        choice = machine.fastest({c: times[c] for c in same}, same)
+        by_precision = [machine.fastest(times, [c for c in same if c[0] == p]) for p in precs if
+                        any(c[0] == p for c in same)]  # the thread count within each precision, then the precision
+        choice = machine.fastest(times, by_precision, margin=machine.PRECISION_CLEAR_WIN)
         self.warmup_times = {f"{p}x{n}": [round(t, 6) for t in times[(p, n)]] for p, n in combos}
         return choice
 
