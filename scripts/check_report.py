@@ -8,7 +8,8 @@ Two checks, exit status 1 if either fails:
    no <script src> or <link>): images must be embedded data: URIs;
 2. in the browser: Debian's ``chromium`` (``apt-get update && apt-get install -y chromium``)
    loads a copy of the page with every host name unresolvable, waits for the load event, and
-   reports each <img> that did not decode (``naturalWidth == 0``).
+   reports each <img> that did not decode (``naturalWidth == 0``) and each <video> (the movies'
+   MP4s) whose first frame did not decode.
 """
 from __future__ import annotations
 
@@ -27,8 +28,21 @@ window.addEventListener('load', function () {
   var imgs = Array.prototype.slice.call(document.images);
   var broken = imgs.filter(function (im) { return !im.complete || im.naturalWidth === 0; })
                    .map(function (im) { return im.alt || im.src.slice(0, 60); });
-  var out = {images: imgs.length, broken: broken};
-  document.body.innerHTML = '<pre>' + '%s' + JSON.stringify(out) + '</pre>';
+  var vids = Array.prototype.slice.call(document.getElementsByTagName('video'));
+  var waits = vids.map(function (v) {
+    return new Promise(function (done) {
+      if (v.readyState >= 2) { done(); return; }
+      v.addEventListener('loadeddata', function () { done(); });
+      v.addEventListener('error', function () { done(); });
+      setTimeout(done, 10000);
+    });
+  });
+  Promise.all(waits).then(function () {
+    var badVideos = vids.filter(function (v) { return v.readyState < 2 || v.videoWidth === 0; })
+                        .map(function (v) { return (v.parentNode && v.parentNode.id) || v.src.slice(0, 60); });
+    var out = {images: imgs.length, broken: broken, videos: vids.length, broken_videos: badVideos};
+    document.body.innerHTML = '<pre>' + '%s' + JSON.stringify(out) + '</pre>';
+  });
 });
 </script>""" % MARKER
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//"""   # src="http://..." or "//host/..."
@@ -50,7 +64,7 @@ def static_problems(page: str) -> list[str]:
 
 
 def browser_check(page: str, chromium: str, timeout: float = 120.0) -> dict:
-    """Load the page in headless Chromium (no network) and return {images, broken}."""
+    """Load the page in headless Chromium (no network) and return {images, broken, videos, broken_videos}."""
     probe = page.replace("</body>", PROBE + "</body>") if "</body>" in page else page + PROBE
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "report.html"
@@ -88,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     result = browser_check(page, chromium)
     for name in result["broken"]:
         print(f"check_report: broken image: {name}")
-    ok = not problems and not result["broken"] and result["images"] > 0
-    print(f"check_report: {path}: {result['images']} images, {len(result['broken'])} broken, "
+    for name in result["broken_videos"]:
+        print(f"check_report: broken video: {name}")
+    ok = not problems and not result["broken"] and not result["broken_videos"] and result["images"] > 0
+    videos = f"{result['videos']} videos, {len(result['broken_videos'])} broken, " if result["videos"] else ""
+    print(f"check_report: {path}: {result['images']} images, {len(result['broken'])} broken, {videos}"
           f"{len(problems)} external references -> {'OK' if ok else 'FAIL'}")
     return 0 if ok else 1
 
