@@ -311,6 +311,29 @@ def only_failed_start(out: Path) -> bool:
         return False
 
 
+# train fields that choose how the machine computes, not what is computed (train/machine.py)
+MACHINE_FIELDS = ("threads", "compile", "prefetch")
+
+
+def same_training(saved: dict, wanted: dict) -> bool:
+    """Whether a run saved with config ``saved`` may be resumed as ``wanted`` (both ``to_dict``):
+    equal except for the machine choices (``train.threads``, ``compile``, ``prefetch``), and
+    ``train.precision="auto"`` accepts whatever the saved run chose. A run started before
+    ``train.precision`` existed (``amp`` or THEIA's ``bf16``, now mapped onto a concrete precision)
+    thus resumes with today's presets; the resumed run keeps the precision it trained with."""
+    def key(cfg: dict, other: dict) -> dict:
+        cfg = json.loads(json.dumps(cfg))
+        train, other_train = cfg.get("train"), other.get("train") or {}
+        if isinstance(train, dict):
+            for name in MACHINE_FIELDS:
+                train.pop(name, None)
+            if "auto" in (train.get("precision"), other_train.get("precision")):
+                train.pop("precision", None)
+        return cfg
+
+    return key(saved, wanted) == key(wanted, saved)
+
+
 def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool) -> str:
     """Write config.json of a new run, or check that a resumed run has the same config; returns
     "fresh" (a new run), "afresh" (a directory that held only a failed start, see
@@ -326,9 +349,12 @@ def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: 
         if not resume:
             raise ConfigError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
         s_exp, s_preset, s_cfg = read_config(out)
-        if (s_exp.name, s_preset) != (exp.name, preset) or to_dict(s_cfg) != to_dict(cfg):
+        if (s_exp.name, s_preset) != (exp.name, preset) or not same_training(to_dict(s_cfg), to_dict(cfg)):
             raise ConfigError(f"{out} holds a run of {s_exp.name} --preset {s_preset} with another config; "
                               f"resume it with the same experiment, preset, seed and --set values")
+        saved_train, train = getattr(s_cfg, "train", None), getattr(cfg, "train", None)
+        if getattr(saved_train, "precision", "auto") != "auto" and getattr(train, "precision", None) == "auto":
+            train.precision = saved_train.precision  # an old run resumes in the precision it trained in
         return "resume"
     out.mkdir(parents=True, exist_ok=True)
     ckpt.atomic_write_json(out / "config.json", _config_record(exp, preset, cfg))

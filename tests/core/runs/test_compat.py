@@ -38,3 +38,22 @@ def test_the_old_import_path_of_load_run_works_and_warns():
     assert runner.load_run is load_run
     run = runner.load_run(FIXTURES / "premove-plus-last-even")
     assert isinstance(run.model, torch.nn.Module)
+
+
+def test_a_run_saved_before_train_precision_resumes_with_auto_precision_and_threads():
+    """An old config.json (``amp`` and an integer ``threads``, no ``precision``) is the same training
+    as today's config with ``precision=auto`` and ``threads=auto``; a real change is still refused."""
+    from tinyscope.config import to_dict
+    from tinyscope.runs.rundir import read_config, same_training
+
+    _, _, saved = read_config(FIXTURES / "premove-plus-last-even")
+    assert saved.train.precision == "fp32"  # amp meant bf16 on CUDA only
+    today = to_dict(saved)
+    today["train"].update(precision="auto", threads="auto", compile=False, prefetch=True)
+    assert same_training(to_dict(saved), today) and same_training(today, to_dict(saved))
+    changed = json.loads(json.dumps(today))
+    changed["train"]["lr"] *= 2
+    assert not same_training(to_dict(saved), changed)
+    bf16 = json.loads(json.dumps(today))
+    bf16["train"]["precision"] = "bf16"
+    assert not same_training(to_dict(saved), bf16)  # fp32 saved, bf16 asked: another training
