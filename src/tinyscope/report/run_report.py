@@ -72,7 +72,7 @@ def _figure_html(fig: ReportFigure) -> str:
         return f'<figure id="{anchor}"><p class="err">could not draw: {html.escape(fig.error)}</p>' \
                f"<figcaption>{head}</figcaption></figure>"
     if fig.mime.startswith("video/"):
-        return (f'<figure id="{anchor}"><video controls loop muted playsinline preload="auto" '
+        return (f'<figure id="{anchor}"><video controls autoplay loop muted playsinline preload="auto" '
                 f'src="{data_uri(fig.data, fig.mime)}"></video><figcaption>{head}</figcaption></figure>')
     return (f'<figure id="{anchor}"><img alt="{anchor}" src="{data_uri(fig.data, fig.mime)}">'
             f"<figcaption>{head}</figcaption></figure>")

@@ -47,8 +47,10 @@ from tinyscope.studies.minimal.geometry_views import point_colors
 from tinyscope.studies.minimal.movie_data import Snapshot
 from tinyscope.studies.minimal.walkthrough import Trace
 
-# Font sizes in points; at the default 100 dpi a point label is 11 px high, a title 17 px.
-CAPTION, TITLE, AXIS, TICK, POINT = 14, 12, 10.5, 9, 8
+# Font sizes in points; at the default 100 dpi a point label is 11 px high, a title 17 px, and a
+# frame WIDTH inches wide is 1200 px: the run report shows it at (nearly) its own size.
+CAPTION, TITLE, AXIS, TICK, POINT = 13, 11.5, 10, 9, 8
+WIDTH = 12.0
 ATTN_COLOR = "tab:purple"
 
 
@@ -120,7 +122,7 @@ class EmbeddingsMovie(FrameMovie):
     title = "Movie 1: embeddings"
 
     def __init__(self, g: Geometry, planes: dict, lim: dict, dpi: float):
-        super().__init__(new_figure(14, 5), dpi)
+        super().__init__(new_figure(WIDTH, 4.4), dpi)
         a, b, c = self.fig.subplots(1, 3, width_ratios=[1, 1, 1.4])
         cv = self.canvas
         self.panels = [
@@ -151,9 +153,9 @@ class OutputHeatmapsMovie(FrameMovie):
     window = "land_emb"
 
     def __init__(self, g: Geometry, planes: dict, lim: dict, dpi: float, n_out: int):
-        ncols = min(6, n_out)
+        ncols = min(4, n_out)
         nrows = -(-n_out // ncols)
-        super().__init__(new_figure(3.0 * ncols + 1.0, 3.0 * nrows + 0.7), dpi)
+        super().__init__(new_figure(WIDTH, (WIDTH - 0.9) / ncols * nrows * 0.97 + 0.6), dpi)
         axes = np.atleast_2d(self.fig.subplots(nrows, ncols, sharex=True, sharey=True))
         self.plane = planes["emb"]
         xlim, ylim = lim[self.window]
@@ -219,15 +221,16 @@ class OutputArgmaxMovie(FrameMovie):
 
 
 class QKVMovie(FrameMovie):
-    """Movie 3: (a) token, (b) position and (c) combined embeddings, (d) q and k together,
-    (e) q = W_Q e, (f) k = W_K e, (g) v = W_V e and (h) the pooled attention output of every
-    point over all keys at or before its position."""
+    """Movie 3, in the authors' 3 x 3 grid: (a) token, (b) position and (c) combined embeddings,
+    (d) q = W_Q e, (e) k = W_K e, (f) v = W_V e, (g) q and k together and (h) the pooled attention
+    output of every point over all keys at or before its position."""
 
     title = "Movie 3: embeddings and their Q, K, V images"
 
     def __init__(self, g: Geometry, planes: dict, lim: dict, dpi: float):
-        super().__init__(new_figure(19, 9.4), dpi)
-        axes = self.fig.subplots(2, 4).ravel()
+        super().__init__(new_figure(WIDTH, 11.4), dpi)
+        axes = self.fig.subplots(3, 3).ravel()  # the authors' 3 x 3 grid, the last cell empty
+        axes[8].set_axis_off()
         cv, labels, p = self.canvas, g.point_labels(), planes
         self.panels = {
             "tok": _Panel(cv, axes[0], g.labels, token_colors(g.V), *lim["tok"], "(a) token embeddings x",
@@ -235,16 +238,16 @@ class QKVMovie(FrameMovie):
             "pos": _Panel(cv, axes[1], [f"p{t}" for t in range(g.T)], "0.3", *lim["pos"],
                           "(b) position embeddings p", *p["pos"].axis_labels(), size=36, fontsize=11),
             "emb": _Panel(cv, axes[2], labels, point_colors(g), *lim["emb"], "(c) e = x + p", *p["emb"].axis_labels()),
-            "qk_q": _Panel(cv, axes[3], labels, QUERY_COLOR, *lim["qk"], "(d) q (blue) and k (red)",
+            "q": _Panel(cv, axes[3], labels, QUERY_COLOR, *lim["q"], "(d) q = W_Q e", *p["q"].axis_labels("head")),
+            "k": _Panel(cv, axes[4], labels, KEY_COLOR, *lim["k"], "(e) k = W_K e", *p["k"].axis_labels("head")),
+            "v": _Panel(cv, axes[5], labels, VALUE_COLOR, *lim["v"], "(f) v = W_V e", *p["v"].axis_labels("head")),
+            "qk_q": _Panel(cv, axes[6], labels, QUERY_COLOR, *lim["qk"], "(g) q (blue) and k (red)",
                            *p["qk"].axis_labels("head")),
-            "q": _Panel(cv, axes[4], labels, QUERY_COLOR, *lim["q"], "(e) q = W_Q e", *p["q"].axis_labels("head")),
-            "k": _Panel(cv, axes[5], labels, KEY_COLOR, *lim["k"], "(f) k = W_K e", *p["k"].axis_labels("head")),
-            "v": _Panel(cv, axes[6], labels, VALUE_COLOR, *lim["v"], "(g) v = W_V e", *p["v"].axis_labels("head")),
             "attn": _Panel(cv, axes[7], labels, ATTN_COLOR, *lim["attn"], "(h) attention output, keys at s <= t",
                            *p["attn"].axis_labels("head")),
         }
-        self.panels["qk_k"] = _Panel(cv, axes[3], labels, KEY_COLOR, *lim["qk"], "", *p["qk"].axis_labels("head"))
-        for ax in axes:
+        self.panels["qk_k"] = _Panel(cv, axes[6], labels, KEY_COLOR, *lim["qk"], "", *p["qk"].axis_labels("head"))
+        for ax in axes[:8]:
             _origin_lines(ax)
         self.planes = planes
 
@@ -263,8 +266,8 @@ class QKVSimpleMovie(FrameMovie):
     title = "Movie 3 (simple variant): e, q, k, v"
 
     def __init__(self, g: Geometry, planes: dict, lim: dict, dpi: float):
-        super().__init__(new_figure(19, 5.2), dpi)
-        axes = self.fig.subplots(1, 4)
+        super().__init__(new_figure(10, 9), dpi)
+        axes = self.fig.subplots(2, 2).ravel()
         labels = g.point_labels()
         self.panels = [_Panel(self.canvas, axes[0], labels, point_colors(g), *lim["emb"], "embeddings e",
                               *planes["emb"].axis_labels())]
@@ -326,7 +329,7 @@ class QKScoresMovie(QKMovie):
     title = "Movie 5: query / key space and the masked score matrix"
 
     def __init__(self, g: Geometry, planes: dict, lim: dict, dpi: float):
-        fig = new_figure(18, 8.4)
+        fig = new_figure(WIDTH, 6.0)
         left, right = fig.subplots(1, 2, width_ratios=[1, 1.12])
         super().__init__(g, planes, lim, dpi, fig=fig, ax=left)
         V, T = g.V, g.T
@@ -367,7 +370,7 @@ class QKSequenceAttentionMovie(QKMovie):
     needs = frozenset({"trace"})
 
     def __init__(self, g: Geometry, planes: dict, lim: dict, dpi: float, trace: Trace):
-        fig = new_figure(16, 7.5)
+        fig = new_figure(WIDTH, 5.6)
         left, right = fig.subplots(1, 2, width_ratios=[1.2, 1])
         super().__init__(g, planes, lim, dpi, fig=fig, ax=left)
         names = trace.point_labels()
