@@ -2,8 +2,9 @@
 
 Presets: ``paper`` is Table 2 (AdamW 1e-3, batch 8, 20,000 steps, checkpoints every 100,
 evaluation every 200); ``cpu`` reaches the same rule error in far fewer steps with a larger
-batch and a higher, cosine-decayed rate, on one intra-op thread (a 250-parameter model only
-loses to thread hand-offs); ``smoke`` runs in seconds for tests.
+batch and a higher (3e-2), cosine-decayed rate, and starts again from a fresh initialization,
+up to four times, when a phase ends above 1% rule error (:mod:`~tinyscope.studies.minimal.restarts`);
+``smoke`` runs in seconds for tests.
 """
 from __future__ import annotations
 
@@ -45,9 +46,13 @@ class PlusLastEvenRunConfig:
     model: TransformerConfig = field(default_factory=minimal_model)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: PlusLastEvenEvalConfig = field(default_factory=PlusLastEvenEvalConfig)
+    restarts: int = 0  # fresh initializations after a main phase that ends above 1% rule error (restarts.py)
 
     def __post_init__(self):
         from tinyscope.errors import check
+
+        check(isinstance(self.restarts, int) and 0 <= self.restarts <= 10,
+              f"restarts={self.restarts} must be an integer in [0, 10]")
 
         check(self.model.n_ctx >= self.task.block_size,
               f"model.n_ctx={self.model.n_ctx} must be >= task.block_size={self.task.block_size}")
@@ -71,8 +76,9 @@ PRESETS = {
         train=_train(steps=300, batch_size=32, lr=3e-3, eval_every=100, checkpoint_every=100, log_every=50),
         eval=PlusLastEvenEvalConfig(n_val_windows=256, n_generated=20)),
     "cpu": lambda: PlusLastEvenRunConfig(
-        train=_train(steps=6000, batch_size=64, lr=1e-2, weight_decay=0.0, schedule="cosine", warmup_steps=100,
-                     min_lr_ratio=0.05, eval_every=250, checkpoint_every=100, log_every=100, threads="auto")),
+        train=_train(steps=6000, batch_size=64, lr=3e-2, weight_decay=0.0, schedule="cosine", warmup_steps=100,
+                     min_lr_ratio=0.05, eval_every=250, checkpoint_every=100, log_every=100, threads="auto"),
+        restarts=4),
     "paper": lambda: PlusLastEvenRunConfig(
         train=_train(steps=20000, batch_size=8, lr=1e-3, weight_decay=1e-2, eval_every=200, checkpoint_every=100,
                      log_every=100, grad_clip=0.0)),
@@ -147,6 +153,14 @@ class PlusLastEvenExperiment(Experiment):
             seed=cfg.task.data_seed + 3 if cfg.task.eval_seed is None else cfg.task.eval_seed)
         metrics["n_constrained"] = float(len(task.eval_set()))
         return metrics
+
+    def stages(self, cfg: PlusLastEvenRunConfig, task: PlusLastEven) -> list:
+        """``cfg.restarts`` restart stages (:mod:`~tinyscope.studies.minimal.restarts`)."""
+        if not cfg.restarts:
+            return []
+        from tinyscope.studies.minimal.restarts import restart_stages
+
+        return restart_stages(cfg, self.evaluator(cfg, task), lambda: self.build_model(cfg, task))
 
     def fresh_eval_config(self, cfg: PlusLastEvenRunConfig, seed: int, n: int | None = None) -> PlusLastEvenRunConfig:
         """A held-out corpus of ``n`` sequences (default: the run's count) drawn from ``seed``."""
