@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
-	$(VENV)/bin/tinyscope run plus-last-even --preset cpu --seed 18 --out $(RUN)
+	$(VENV)/bin/tinyscope run plus-last-even --preset cpu --seed 0 --out $(RUN)
 
 test: install
 	OMP_NUM_THREADS=2 $(PY) -m pytest
