@@ -66,3 +66,11 @@ def test_a_rotated_copy_aligns_to_zero_residual():
     assert (aligned.landscape.argmax == ref.landscape.argmax).mean() > 0.99  # one frame, one landscape
     fig = comparison_figure([ref, aligned, unrelated])
     assert len(fig.axes) == 9
+
+
+def test_merged_tokens_share_one_label():
+    from tinyscope.studies.minimal.seed_comparison import merged_groups
+
+    pts = np.array([[0.0, 0.0], [5.0, 5.0], [0.01, 0.0], [5.0, 5.02], [9.0, 0.0]])
+    assert merged_groups(pts, np.array([10.0, 10.0])) == [[0, 2], [1, 3], [4]]
+    assert merged_groups(pts, np.array([0.1, 0.1])) == [[0], [1], [2], [3], [4]]

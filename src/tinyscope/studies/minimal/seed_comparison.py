@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyscope.errors import TinyscopeError
-from tinyscope.interp.plotting import labelled_points, new_figure, token_cmap, token_colors
+from tinyscope.interp.plotting import new_figure, token_cmap, token_colors
 from tinyscope.interp.projection import Plane
 from tinyscope.studies.minimal.geometry import Geometry, Landscape, all_points, bounds, landscape, token_labels
 
@@ -119,6 +119,17 @@ def compare_runs(runs: list, names: list[str] | None = None, grid: int = 120) ->
     return aligned
 
 
+def merged_groups(points: np.ndarray, span: np.ndarray, tol: float = 0.025) -> list[list[int]]:
+    """Indices of points grouped when within ``tol`` of the axes ``span`` of each other (single
+    linkage): tokens whose embeddings merged are named together."""
+    groups: list[list[int]] = []
+    for a, p in enumerate(points):
+        near = [g for g in groups if any(np.all(np.abs(points[b] - p) <= tol * span) for b in g)]
+        merged = [a] + [b for g in near for b in g]
+        groups = [g for g in groups if g not in near] + [sorted(merged)]
+    return sorted(groups)
+
+
 def comparison_figure(aligned: list[AlignedRun], width_per_run: float = 2.4):
     """One column per run, aligned to the first: (a) combined embeddings ``e`` with the token
     embeddings labelled, (b) queries (circles) and keys (triangles), (c) the output network's
@@ -138,7 +149,11 @@ def comparison_figure(aligned: list[AlignedRun], width_per_run: float = 2.4):
         err = "" if a.rule_error is None else f"\nrule error {a.rule_error:.2%}"
         ax = axes[0, j]
         ax.scatter(*g.emb.reshape(-1, 2).T, s=6, c=pcol, alpha=0.55, linewidths=0)
-        labelled_points(ax, g.tok, labels, cols, size=18, fontsize=7)
+        ax.scatter(*g.tok.T, s=18, c=cols, linewidths=0.3, edgecolors="0.2", zorder=3)
+        span = np.array([exy[0][1] - exy[0][0], exy[1][1] - exy[1][0]])
+        for group in merged_groups(g.tok, span):  # tokens on one point share one label ("0,2,8")
+            ax.annotate(",".join(labels[a] for a in group), g.tok[group].mean(0), xytext=(3, 3),
+                        textcoords="offset points", fontsize=7, zorder=4)
         ax.set_xlim(exy[0]), ax.set_ylim(exy[1])
         ax.set_title(f"{a.name}{err}\nfit residual {a.residual:.3f}", fontsize=7.5)
         ax = axes[1, j]
