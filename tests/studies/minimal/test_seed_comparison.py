@@ -74,3 +74,22 @@ def test_merged_tokens_share_one_label():
     pts = np.array([[0.0, 0.0], [5.0, 5.0], [0.01, 0.0], [5.0, 5.02], [9.0, 0.0]])
     assert merged_groups(pts, np.array([10.0, 10.0])) == [[0, 2], [1, 3], [4]]
     assert merged_groups(pts, np.array([0.1, 0.1])) == [[0], [1], [2], [3], [4]]
+
+
+def test_compare_seeds_cli_writes_the_figure_and_the_fits(tmp_path, capsys):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from tinyscope.cli import main
+
+    fixture = Path(__file__).parents[2] / "fixtures" / "premove-plus-last-even"
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(fixture, a)
+    shutil.copytree(fixture, b)
+    assert main(["compare-seeds", str(a), str(b), "--out", str(tmp_path / "cmp"), "--checkpoint", "0"]) == 0
+    fits = json.loads((tmp_path / "cmp" / "alignment.json").read_text())
+    assert (tmp_path / "cmp" / "seed_comparison.png").stat().st_size > 10_000
+    assert [f["step"] for f in fits] == [0, 0] and fits[1]["residual"] < 1e-6
+    assert main(["compare-seeds", str(a), "--out", str(tmp_path / "x")]) == 2
+    assert "at least two runs" in capsys.readouterr().err
