@@ -234,20 +234,8 @@ def import_checkpoints(path: str | Path, out: str | Path, final_step: int | None
     return results
 
 
-def register(sub) -> None:
-    """``tinyscope import creating-transformer PATH --out RUN``."""
-    p = sub.add_parser("import", help="import a checkpoint another codebase wrote into a run directory")
-    kinds = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
-    q = kinds.add_parser("creating-transformer", help="Mahajne & Moldwin's public code (plus-last-even): its "
-                         "<config>/checkpoints folder (every step_*/model.pt) or one model.pt")
-    q.add_argument("path", help="their checkpoints folder or a model.pt")
-    q.add_argument("--out", required=True, help="the run directory to write")
-    q.add_argument("--final-step", type=int, default=None,
-                   help="the step of the final model.pt (default: the metadata's last evaluation + eval_interval)")
-    q.set_defaults(func=_cmd_import)
-
-
-def _cmd_import(args) -> int:
+def cmd_import(args) -> int:
+    """``tinyscope import creating-transformer`` (its flags are in :mod:`tinyscope.studies.minimal.cli`)."""
     res = import_checkpoints(args.path, args.out, final_step=args.final_step)
     m = res["metrics"]
     print(f"imported {len(res['imported_from']['steps'])} checkpoints (final step {res['steps']}) into {args.out}: "

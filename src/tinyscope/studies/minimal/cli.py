@@ -1,6 +1,8 @@
-"""``tinyscope movie RUN``: the learning-dynamics movies of the minimal transformer (Mahajne &
-Moldwin, Sec. 6), one frame per checkpoint, into RUN/movies (GIF and MP4), and the run's report
-refreshed to show them."""
+"""The minimal study's commands. ``tinyscope movie RUN``: the learning-dynamics movies of the
+minimal transformer (Mahajne & Moldwin, Sec. 6), one frame per checkpoint, into RUN/movies (GIF
+and MP4), and the run's report refreshed to show them; ``tinyscope compare-seeds RUN1 RUN2 ...``
+(:mod:`~tinyscope.studies.minimal.seed_comparison`); ``tinyscope import creating-transformer PATH``
+(:mod:`~tinyscope.studies.minimal.authors_checkpoint`). Registering them imports no torch."""
 from __future__ import annotations
 
 import sys
@@ -20,10 +22,43 @@ def register(sub) -> None:
     p.add_argument("--no-report", action="store_true", help="do not rewrite RUN/report.html")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_movie)
-    from tinyscope.studies.minimal import authors_checkpoint, seed_comparison
+    register_compare_seeds(sub)
+    register_import(sub)
 
-    seed_comparison.register(sub)  # tinyscope compare-seeds RUN1 RUN2 ... --out DIR
-    authors_checkpoint.register(sub)  # tinyscope import creating-transformer PATH --out RUN
+
+def register_compare_seeds(sub) -> None:
+    """``tinyscope compare-seeds RUN1 RUN2 ... --out DIR``."""
+    p = sub.add_parser("compare-seeds", help="the embeddings, Q/K space and output landscape of several runs "
+                       "side by side, aligned to the first by orthogonal Procrustes")
+    p.add_argument("runs", nargs="+", help="run directories (or zoo:NAME); the first is the reference frame")
+    p.add_argument("--out", required=True, help="folder for seed_comparison.png and alignment.json")
+    p.add_argument("--checkpoint", default="best", help="best (default), last, or a step number, for every run")
+    p.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="figure format (default: png)")
+    p.set_defaults(func=_lazy("seed_comparison", "cmd_compare_seeds"))
+
+
+def register_import(sub) -> None:
+    """``tinyscope import creating-transformer PATH --out RUN``."""
+    p = sub.add_parser("import", help="import a checkpoint another codebase wrote into a run directory")
+    kinds = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    q = kinds.add_parser("creating-transformer", help="Mahajne & Moldwin's public code (plus-last-even): its "
+                         "<config>/checkpoints folder (every step_*/model.pt) or one model.pt")
+    q.add_argument("path", help="their checkpoints folder or a model.pt")
+    q.add_argument("--out", required=True, help="the run directory to write")
+    q.add_argument("--final-step", type=int, default=None,
+                   help="the step of the final model.pt (default: the metadata's last evaluation + eval_interval)")
+    q.set_defaults(func=_lazy("authors_checkpoint", "cmd_import"))
+
+
+def _lazy(module: str, name: str):
+    """The command ``name`` of ``tinyscope.studies.minimal.<module>``, imported only when it runs
+    (registering the flags must stay light: `tinyscope --help` imports no torch)."""
+    def run(args) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(f"tinyscope.studies.minimal.{module}"), name)(args)
+
+    return run
 
 
 def cmd_movie(args) -> int:

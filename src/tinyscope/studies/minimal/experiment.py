@@ -178,6 +178,10 @@ class PlusLastEvenExperiment(Experiment):
 
         return run_views(run, options)
 
+    def next_commands(self, run: str) -> list[str]:
+        """The walkthrough's figures, the training movies, and a fresh evaluation set."""
+        return [f"tinyscope viz {run}", f"tinyscope movie {run}", f"tinyscope eval {run} --seed 1"]
+
     def report_sections(self, run, full: bool = True) -> list[ReportSection]:
         """The checkpoint selection (rule error and generation error), the walkthrough in paper
         order and the training movies already rendered into RUN/movies (`tinyscope movie`); the

@@ -189,18 +189,8 @@ def _patch(colour, label: str):
     return Patch(facecolor=colour, edgecolor="0.3", linewidth=0.4, label=label)
 
 
-def register(sub) -> None:
-    """``tinyscope compare-seeds RUN1 RUN2 ... --out DIR``."""
-    p = sub.add_parser("compare-seeds", help="the embeddings, Q/K space and output landscape of several runs "
-                       "side by side, aligned to the first by orthogonal Procrustes")
-    p.add_argument("runs", nargs="+", help="run directories (or zoo:NAME); the first is the reference frame")
-    p.add_argument("--out", required=True, help="folder for seed_comparison.png and alignment.json")
-    p.add_argument("--checkpoint", default="best", help="best (default), last, or a step number, for every run")
-    p.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="figure format (default: png)")
-    p.set_defaults(func=_cmd_compare)
-
-
-def _cmd_compare(args) -> int:
+def cmd_compare_seeds(args) -> int:
+    """``tinyscope compare-seeds`` (its flags are in :mod:`tinyscope.studies.minimal.cli`)."""
     import json
     from pathlib import Path
 
