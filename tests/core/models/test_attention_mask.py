@@ -5,19 +5,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tests.core.models.builders import small_transformer
 from tinyscope.errors import InputError
-from tinyscope.models.transformer import Transformer, TransformerConfig
 
 PAD = 0
 LENGTHS = [10, 4, 7]
 
 
 def model_of(**kw):
-    torch.manual_seed(0)
-    base = dict(vocab_size=7, n_ctx=12, d_model=16, d_head=4, n_heads=[4, 2], d_mlp=[32, 0],
-                attn_out_proj=True, norm="pre", final_norm=True)
-    base.update(kw)
-    return Transformer(TransformerConfig(**base))
+    return small_transformer(**kw)
 
 
 def rows():

@@ -2,16 +2,12 @@
 import pytest
 import torch
 
+from tests.core.models.builders import small_transformer
 from tinyscope.errors import InputError
-from tinyscope.models.transformer import Transformer, TransformerConfig
 
 
 def model_of(**kw):
-    torch.manual_seed(0)
-    base = dict(vocab_size=9, n_ctx=16, d_model=16, d_head=4, n_heads=[4, 2], d_mlp=[32, 32],
-                attn_out_proj=True, norm="pre", final_norm=True)
-    base.update(kw)
-    return Transformer(TransformerConfig(**base))
+    return small_transformer(**{**dict(vocab_size=9, n_ctx=16, d_mlp=[32, 32]), **kw})
 
 
 def prompt(B=3, P=4):

@@ -6,15 +6,11 @@ import pytest
 import torch
 from torch.nn.modules.module import register_module_forward_hook
 
-from tinyscope.models.transformer import Transformer, TransformerConfig
+from tests.core.models.builders import small_transformer
 
 
 def small(**kw):
-    torch.manual_seed(0)
-    base = dict(vocab_size=7, n_ctx=10, d_model=16, d_head=4, n_heads=[4, 2], d_mlp=[32, 0],
-                attn_out_proj=True, norm="pre", final_norm=True)
-    base.update(kw)
-    return Transformer(TransformerConfig(**base))
+    return small_transformer(**{**dict(n_ctx=10), **kw})
 
 
 def tokens(B=3, T=10, V=7):
