@@ -291,6 +291,8 @@ def run_views(run, options: ViewOptions = ViewOptions()) -> list[View]:
     for view in VIEWS:
         try:
             applies = view.applies(ctx)
+        except TinyscopeError:  # the user's view options are wrong (a head that does not exist): one line
+            raise
         except Exception as exc:  # noqa: BLE001 - a view that cannot tell is left out, and logged
             log.warning("cannot tell whether %s applies: %s", view.name, exc)
             applies = False
