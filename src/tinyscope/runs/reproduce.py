@@ -60,10 +60,25 @@ class Plan:
     n_seeds: int | None = None
 
     def is_done(self, run: PlannedRun) -> bool:
-        return (self.out / run.spec.rel_path / "results.json").exists()
+        return (self.out / run.spec.rel_path / "results.json").exists() and not self.is_stale(run)
+
+    def is_stale(self, run: PlannedRun) -> bool:
+        """A run directory trained with an older version of its preset (its config.json is not
+        the training the preset does today, :func:`~tinyscope.runs.rundir.trained_as`)."""
+        return _stale(self.out / run.spec.rel_path, run.run_set, run.seed)
+
+    def stale(self) -> list[PlannedRun]:
+        return [r for r in self.runs if self.is_stale(r)]
 
     def run_dir(self, run_set: RunSet, seed: int) -> Path:
         return self.out / _spec(run_set, seed).rel_path
+
+
+def _stale(run_dir: Path, rs: RunSet, seed: int) -> bool:
+    from tinyscope.runs.rundir import trained_as
+
+    return (run_dir / "config.json").exists() and not trained_as(run_dir, rs.experiment, rs.preset, seed,
+                                                                 list(rs.overrides))
 
 
 def _spec(rs: RunSet, seed: int) -> RunSpec:
@@ -163,14 +178,23 @@ def format_plan(p: Plan, jobs: int) -> str:
     lines.append(f"{len(p.claims)} claim(s) ({computed} computed without training); {len(p.runs)} run(s), "
                  f"{len(p.runs) - n_todo} already complete; estimated time at {jobs} job(s): {total}")
     lines += [f"  left out: {c.id}: {why}" for c, why in p.skipped]
+    stale = p.stale()
+    if stale:
+        lines.append(f"  {len(stale)} run(s) under {p.out} trained with an older version of their preset, e.g. "
+                     f"{p.out / stale[0].spec.rel_path}: not counted; delete them or choose another --out")
     return "\n".join(lines)
 
 
 def execute(p: Plan, jobs: int = 1, threads: int | None = None, progress: bool = True, backend: str = "local",
             address: str | None = None):
     """Run every planned run that is not complete (see :func:`tinyscope.sweep.core.run_specs`)."""
+    from tinyscope.errors import TinyscopeError
     from tinyscope.sweep.core import run_specs
 
+    stale = p.stale()
+    if stale:
+        raise TinyscopeError(f"{len(stale)} run(s) under {p.out} were trained with an older version of their preset "
+                             f"(e.g. {p.out / stale[0].spec.rel_path}); delete them or choose another --out")
     record = {"claims": [c.id for c in p.claims], "n_seeds": p.n_seeds}
     return run_specs([r.spec for r in p.runs], p.out, record, desc="reproduce", jobs=jobs, backend=backend,
                      address=address, threads=threads, progress=progress, run_report="none")
@@ -197,7 +221,7 @@ def runs_of(p: Plan, claim: Claim) -> list[dict[int, RunRecord]]:
         found = {}
         for seed in rs.seed_list(p.n_seeds):
             d = p.run_dir(rs, seed)
-            if (d / "results.json").exists():
+            if (d / "results.json").exists() and not _stale(d, rs, seed):
                 found[seed] = RunRecord(seed, json.loads((d / "results.json").read_text()), d)
         out.append(found)
     return out

@@ -334,6 +334,20 @@ def same_training(saved: dict, wanted: dict) -> bool:
     return key(saved, wanted) == key(wanted, saved)
 
 
+def trained_as(out: Path, name: str, preset: str, seed: int, overrides: list[str] | None = None) -> bool:
+    """Whether the run in ``out`` is the training that ``tinyscope run NAME --preset PRESET --seed
+    SEED --set OVERRIDES`` would do today (:func:`same_training` of its config.json and the
+    preset's current config). False for a run of an older preset: a finished run of it is not
+    evidence for the preset as it is now."""
+    exp = registry.get(name)
+    try:
+        s_exp, s_preset, s_cfg = read_config(out)
+    except (CheckpointError, ConfigError):
+        return False
+    return (s_exp.name, s_preset) == (exp.name, preset) and \
+        same_training(to_dict(s_cfg), to_dict(exp.config(preset, seed, list(overrides or []))))
+
+
 def _prepare_run_dir(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool) -> str:
     """Write config.json of a new run, or check that a resumed run has the same config; returns
     "fresh" (a new run), "afresh" (a directory that held only a failed start, see

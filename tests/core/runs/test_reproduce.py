@@ -50,6 +50,30 @@ def test_rerun_trains_nothing(done):
     assert again.skipped == 2 and again.done == 0
 
 
+def test_a_run_of_an_older_preset_is_not_counted_and_not_reused(done, tmp_path):
+    """A finished run whose config.json is not the training its preset does today (the preset
+    changed since) is neither measured nor skipped as complete: the plan names it, execute refuses."""
+    import shutil
+
+    from tinyscope.errors import TinyscopeError
+
+    plan, _, _ = done
+    out = tmp_path / "copy"
+    shutil.copytree(plan.out, out)
+    again = reproduce.plan(plan.claims, out, n_seeds=2)
+    assert not again.stale() and all(again.is_done(r) for r in again.runs)
+    cfg_path = out / again.runs[1].spec.rel_path / "config.json"
+    record = json.loads(cfg_path.read_text())
+    record["config"]["train"]["lr"] *= 2  # as if trained by an older version of the smoke preset
+    cfg_path.write_text(json.dumps(record))
+    assert [r.seed for r in again.stale()] == [1] and not again.is_done(again.runs[1])
+    assert "older version of their preset" in reproduce.format_plan(again, jobs=1)
+    rule = {r.claim.id: r for r in reproduce.collect(again)}["minimal/fig3/rule_error"].measurement
+    assert set(rule.per_seed) == {0}
+    with pytest.raises(TinyscopeError, match="older version of their preset"):
+        reproduce.execute(again, jobs=1, progress=False)
+
+
 def test_record_writes_a_ledger_only_at_the_claims_own_preset(done, tmp_path):
     plan, _, results = done
     written = reproduce.record(plan, results, "tinyscope reproduce minimal --preset smoke", root=tmp_path)
