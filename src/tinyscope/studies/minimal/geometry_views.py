@@ -281,7 +281,7 @@ def probability_panels_figure(land: Landscape, labels: list[str], overlay=None, 
             labelled_points(ax, overlay, overlay_labels, overlay_colour, size=3, fontsize=st.POINT)
         ax.set_xlim(land.extent[:2]), ax.set_ylim(land.extent[2:])
         if clouds is not None:
-            token_clouds(ax, clouds, labels, merge=0.14, fontsize=st.TICK)
+            token_clouds(ax, clouds, labels, merge=0.14, fontsize=st.TICK, named=u == 0)  # tokens named once
         st.axes_text(ax, "", "", f"P(next = {labels[u] if u < len(labels) else u})")
     xl, yl = land.plane.axis_labels()
     st.grid_labels(fig, xl, yl)
@@ -313,16 +313,21 @@ def region_labels(ax, land: Landscape, labels: list[str], fontsize: float = 11):
     return TextLabels(ax, centres, names, fontsize=fontsize, color="0.25", ha="center", va="center", weight="bold")
 
 
-def token_clouds(ax, pts: np.ndarray, labels: list[str], merge: float = 0.05, fontsize: float = st.LABEL):
-    """The V x T points (V, T, 2) in their token colours with a dark edge, and one haloed label
-    per token above its cloud; tokens whose clouds lie within ``merge`` of the axes span, or
-    whose labels would touch (estimated from the axes' size), share one label ("1,3,5")."""
+def token_clouds(ax, pts: np.ndarray, labels: list[str], merge: float = 0.05, fontsize: float = st.LABEL,
+                 named: bool = True):
+    """The V x T points (V, T, 2) in their token colours with a dark edge, and (``named``) one
+    haloed label per token above its cloud, kept inside the axes; tokens whose clouds lie within
+    ``merge`` of the axes span, or whose labels would touch (estimated from the axes' size),
+    share one label ("1,3,5")."""
     V = pts.shape[0]
     cols = token_colors(V)
     flat = pts.reshape(-1, 2)
     ax.scatter(flat[:, 0], flat[:, 1], s=10, c=[cols[a] for a in range(V) for _ in range(pts.shape[1])],
                edgecolors="0.1", linewidths=0.4, zorder=3)
     xlim, ylim = ax.get_xlim(), ax.get_ylim()
+    if not named:
+        ax.set_xlim(xlim), ax.set_ylim(ylim)
+        return
     lo, span = np.array([xlim[0], ylim[0]]), np.array([xlim[1] - xlim[0], ylim[1] - ylim[0]])
     frac = (pts - lo) / span  # (V, T, 2) in axes fractions
     size_in = np.array(ax.get_position().size) * ax.get_figure(root=True).get_size_inches()  # axes (w, h), inches
@@ -353,6 +358,8 @@ def token_clouds(ax, pts: np.ndarray, labels: list[str], merge: float = 0.05, fo
     halo = [patheffects.withStroke(linewidth=2.2, foreground="white")]
     for g in groups:
         x, y = anchor(g)
+        half = min(width(g) / 2, 0.5)
+        x = float(np.clip(x, half, 1 - half))  # the label stays inside the panel
         ax.annotate(",".join(labels[a] for a in g), (x, y), xycoords="axes fraction", ha="center", va="bottom",
                     fontsize=fontsize, weight="bold", color="0.1", path_effects=halo, zorder=6,
                     annotation_clip=True)

@@ -246,10 +246,11 @@ def next_token_figure(tr: Trace, rule=None):
     st.axes_text(ax, "next token", "prefix ends at (token, position)",
                  f"P(next token) along {' '.join(tr.token_names)}")
     st.colorbar(fig, im, ax, "probability")
-    handles = [Line2D([], [], ls="", marker="s", ms=7, mfc="none", mec="white", mew=1.2, label="argmax"),
+    # the argmax key: a white box on a dark cell, as it appears in the map (a white box alone is
+    # invisible on the legend's white)
+    handles = [Line2D([], [], ls="", marker="s", ms=8, mfc=im.cmap(0.15), mec="white", mew=1.4, label="argmax"),
                Line2D([], [], ls="", marker="o", ms=4, color="tab:red", label="rule target")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=st.TICK, frameon=False,
-               facecolor="0.6")
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=st.TICK, frameon=False)
     return fig
 
 

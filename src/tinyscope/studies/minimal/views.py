@@ -230,10 +230,10 @@ VIEWS: list[WalkthroughView] = [
     WalkthroughView("09_output_probabilities", "Figure 9", "P(next = token) of the output network over the plane, one "
          "panel per token.", lambda c: gv.probability_panels_figure(c.landscape, c.labels), _landscape_ok),
     WalkthroughView("09e_output_probabilities_embeddings", "Supplementary a4/07", "Fig. 9's per-token panels with "
-         "all V*T combined embeddings e overlaid (one label per token).", lambda c: _overlay_panels(c, "e"),
+         "all V*T combined embeddings e overlaid, in token colours (tokens named in the first panel).", lambda c: _overlay_panels(c, "e"),
          _landscape_ok),
     WalkthroughView("09v_output_probabilities_values", "Supplementary a4/12", "Fig. 9's per-token panels with all "
-         "V*T values v = W_V e overlaid (one label per token).", lambda c: _overlay_panels(c, "v"),
+         "V*T values v = W_V e overlaid, in token colours (tokens named in the first panel).", lambda c: _overlay_panels(c, "v"),
          _values_in_residual),
     WalkthroughView("10_output_entropy_argmax", "Figure 10", "Entropy and argmax maps of the output network, with the "
          "embeddings and the values overlaid.", lambda c: gv.output_summary_figure(c.landscape, c.geometry),
