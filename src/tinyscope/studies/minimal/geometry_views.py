@@ -130,14 +130,18 @@ def dot_background(plane, query: np.ndarray, xlim, ylim, n: int = 120):
     return (grid @ query).reshape(n, n)
 
 
-def qk_legend(ax, masked: bool = False, focus: str | None = None):
-    """The marker key of the Q/K panels: queries, keys, masked keys, the focused query."""
+def qk_legend(ax, masked: bool = False, focus: str | None = None, above=None):
+    """The marker key of the Q/K panels: queries, keys, masked keys, the focused query; inside
+    ``ax`` where it covers least, or in one row above the panels of the (sub)figure ``above``."""
     handles = [Line2D([], [], ls="", marker="o", ms=4, color=QUERY_COLOR, label="query q"),
                Line2D([], [], ls="", marker="o", ms=4, color=KEY_COLOR, label="key k")]
     if masked:
         handles.append(Line2D([], [], ls="", marker="o", ms=4, color=MASKED_COLOR, label="key, causally masked"))
     if focus:
         handles.append(Line2D([], [], ls="", marker="*", ms=9, color=QUERY_COLOR, mec="k", label=focus))
+    if above is not None:
+        return above.legend(handles=handles, fontsize=st.TICK, loc="outside upper center", ncol=len(handles),
+                            frameon=False)
     return ax.legend(handles=handles, fontsize=st.TICK, loc="best", framealpha=0.85)
 
 

@@ -117,9 +117,10 @@ def walk_attention_figure(tr: Trace, geom: Geometry):
     xl, yl = plane.axis_labels()
     st.grid_labels(sub[0], xl, yl)
     st.colorbar(sub[0], im, axes.tolist(), "q_i . k (raw)", shrink=0.8)
-    qk_legend(axes[0], masked=True, focus="query q_i")
-    sub[0].suptitle("(a) each query's dot product with every point of the plane (green: high)",
-                    fontsize=st.TITLE)
+    # wider than a panel, so above them, with the panel group's title as its own
+    leg = qk_legend(axes[0], masked=True, focus="query q_i", above=sub[0])
+    leg.set_title("(a) each query's dot product with every point of the plane (green: high)",
+                  prop={"size": st.TITLE})
     b, c = sub[1].subplots(1, 2)
     st.value_heatmap(sub[1], b, tr.scores, rows, rows, "key", "query", "(b) masked q . k", "q . k (raw)",
                      fmt="{:.0f}" if np.nanmax(np.abs(tr.scores[np.isfinite(tr.scores)])) >= 100 else "{:.1f}")
