@@ -104,3 +104,12 @@ def test_a_thread_count_that_changes_gradient_bits_is_not_chosen(monkeypatch):
     monkeypatch.setattr(Trainer, "_loss", loss)
     cfg = TrainConfig(steps=3, batch_size=8, eval_every=100, checkpoint_every=0, precision="fp32", threads="auto")
     assert _fit(cfg)[2].machine["threads"] == 1
+
+
+def test_the_fastest_choice_is_judged_by_each_ones_fastest_round():
+    """A neighbour's burst slows some rounds of a choice that is clearly faster: its best round
+    still shows the win, where the median of three rounds would not."""
+    times = {"fp32": [1.00, 1.02, 1.01], "bf16": [0.40, 1.6, 1.5]}  # bf16 2.5x, two rounds disturbed
+    assert machine.fastest(times, ["fp32", "bf16"], margin=machine.PRECISION_CLEAR_WIN) == "bf16"
+    close = {"fp32": [1.00, 1.02, 1.01], "bf16": [0.90, 0.95, 0.92]}  # 10%: under the margin, fp32 stays
+    assert machine.fastest(close, ["fp32", "bf16"], margin=machine.PRECISION_CLEAR_WIN) == "fp32"
