@@ -22,6 +22,8 @@ from tinyscope.studies.tracerelay.task import (
     equal_repeats,
     equal_repeats_label,
     most_freq_ranking,
+    relative_gaps,
+    scaled_counts,
     separated_counts,
 )
 
@@ -232,3 +234,38 @@ def test_shortcut_baselines_and_scores_by_hand():
     outputs = np.array([[2, 1, 4, 3, 0, E], [2, 4, 1, 3, 0, E], [2, 1, 4, 3, 0, 0], [1, 2, E, 0, 0, 0]])
     s = task.score(outputs, np.repeat(rank, 4, 0))
     assert s == {"exact": 0.25, "top1": 0.75, "top2": 0.5, "set_exact": 0.5, "termination": 0.75}
+
+
+def slow_counts(row) -> list[int]:
+    """Counts of symbols 0..4 in one source, by a plain loop (independent of np.bincount)."""
+    c = Counter(int(x) for x in row)
+    return [c.get(s, 0) for s in range(5)]
+
+
+@pytest.mark.parametrize("T", [512, 1000, 1024])
+def test_kept_gap_sets_keep_the_reference_relative_gaps(T):
+    ref, n = 256, 64
+    plain = MostFreq(MostFreqConfig()).eval_set(T, n, 7)
+    kept_task = MostFreq(MostFreqConfig(gaps_from=ref))
+    kept = kept_task.eval_set(T, n, 7)
+    plain_counts = np.array([slow_counts(r[:T]) for r in plain.tokens])
+    kept_counts = np.array([slow_counts(r[:T]) for r in kept.tokens])
+    # the same draw at the reference length, rescaled: each count within rounding of T/ref times it
+    ref_counts = np.sort(np.array([separated_counts(np.random.default_rng(i), 5, 4, ref) for i in range(n)]), 1)
+    for i in range(n):
+        c = scaled_counts(np.random.default_rng(i), 5, 4, T, ref)
+        assert c.sum() == T and np.abs(c - ref_counts[i] * T / ref).max() < 1
+    assert (kept_counts.sum(1) == T).all() and (np.diff(np.sort(kept_counts, 1), axis=1) >= 4 * T // ref - 1).all()
+    ref_gaps = relative_gaps(np.array([slow_counts(r[:ref]) for r in MostFreq(MostFreqConfig()).eval_set(ref, n, 7).tokens]))
+    # kept-gap sets hold the reference's distribution of relative gaps; the plain sampler's shrink
+    assert abs(np.median(relative_gaps(kept_counts)) - np.median(ref_gaps)) < 0.35 * np.median(ref_gaps)
+    assert np.median(relative_gaps(plain_counts)) < 0.7 * np.median(relative_gaps(kept_counts))
+    for row, rank in zip(kept.tokens, kept.meta["ranking"]):
+        assert list(rank) == list(most_freq_ranking(row[:T], 5)) == sorted(range(5), key=lambda s: -slow_counts(row[:T])[s])
+    # lengths up to the reference are untouched
+    assert np.array_equal(kept_task.eval_set(ref, 8, 7).tokens, MostFreq(MostFreqConfig()).eval_set(ref, 8, 7).tokens)
+
+
+def test_gaps_from_is_checked():
+    with pytest.raises(ConfigError, match="gaps_from"):
+        MostFreqConfig(gaps_from=20)

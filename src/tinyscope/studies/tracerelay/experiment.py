@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from tinyscope.errors import check
-from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
+from tinyscope.runs.experiment import AnalysisOptions, AnalysisResult, Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.tracerelay.config import (
     SMOKE_EVAL,
@@ -250,6 +250,46 @@ class TraceRelayExperiment(Experiment):
                               + ("; dotted: chance" if chance else ""),
                               lambda: length_figure(metrics, chance, self.name)))
         return views
+
+    def analyses(self) -> tuple[str, ...]:
+        """Most-Freq's OOD diagnosis (:mod:`.analysis`): kept-gap sets, phase aliasing, bf16 evaluation."""
+        from tinyscope.studies.tracerelay.analysis import ANALYSES
+
+        return ANALYSES if self.spec is MOST_FREQ else ()
+
+    def analyze(self, run, options: AnalysisOptions) -> AnalysisResult:
+        from tinyscope.studies.tracerelay import analysis
+        from tinyscope.studies.tracerelay.figures import (
+            aliasing_figure,
+            kept_gap_figure,
+            phase_count_figure,
+            phase_trace_figure,
+        )
+
+        if self.spec is not MOST_FREQ:
+            return super().analyze(run, options)
+        cfg, task, model = run.cfg, run.task, run.model.eval()
+        n = min(options.n, cfg.eval.n_final)
+        result = AnalysisResult({"n": n})
+        if "kept_gaps" in options.only:
+            numbers = analysis.kept_gap_analysis(self, cfg, task, model, n)
+            result.numbers["kept_gaps"] = numbers
+            result.figures["kept_gaps"] = kept_gap_figure(numbers)
+            result.captions["kept_gaps"] = ("greedy exact and top-1 on the plain final sets and on sets that keep "
+                                            f"the relative count gaps of T = {numbers['reference']}")
+        if "phase" in options.only:
+            numbers, data = analysis.phase_analysis(self, cfg, task, model, n)
+            result.numbers["phase"] = numbers
+            result.figures.update(phase_traces=phase_trace_figure(data),
+                                  phase_vs_count=phase_count_figure(data, list(cfg.eval.id_lengths)),
+                                  phase_aliasing=aliasing_figure(numbers))
+            result.captions.update(
+                phase_traces="unwrapped phase of each layer's most count-like channel against the position",
+                phase_vs_count="lineage-end phases against the ID count fit; shaded: ID range, dashed: one turn away",
+                phase_aliasing="span (turns) and aliased fraction of the count-like channels by length")
+        if "precision" in options.only:
+            result.numbers["precision"] = analysis.precision_analysis(self, cfg, task, model, n)
+        return result
 
     def tables(self) -> list:
         return [t for t in TABLES if any(fnmatch.fnmatchcase(self.name, p) for p in t.experiments)]

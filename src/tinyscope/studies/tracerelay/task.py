@@ -261,6 +261,24 @@ def separated_counts(rng: np.random.Generator, V: int, gap: int, T: int) -> np.n
     return base + np.sort(parts)
 
 
+def scaled_counts(rng: np.random.Generator, V: int, gap: int, T: int, reference: int) -> np.ndarray:
+    """Counts (V,) summing to T with the relative gaps of a draw at length ``reference``:
+    ``c = separated_counts(reference) * T / reference``, floors plus one to the largest
+    fractional parts (exact multiples when ``T`` is a multiple of ``reference``)."""
+    ref = separated_counts(rng, V, gap, reference).astype(np.float64)  # (V,) increasing
+    exact = ref * T / reference  # (V,)
+    counts = np.floor(exact).astype(np.int64)
+    short = T - int(counts.sum())
+    counts[np.argsort(-(exact - counts), kind="stable")[:short]] += 1
+    return counts
+
+
+def relative_gaps(counts: np.ndarray) -> np.ndarray:
+    """The smallest gap between two counts of each row over the row's mean count: (n, V) -> (n,)."""
+    c = np.sort(np.asarray(counts, np.float64), axis=-1)
+    return np.diff(c, axis=-1).min(-1) / c.mean(-1)
+
+
 def most_freq_ranking(source: np.ndarray, V: int) -> np.ndarray:
     """Present symbols by descending count, ties by first appearance (RASP sort_by_most_freq)."""
     counts = np.bincount(source, minlength=V)[:V]
@@ -276,9 +294,13 @@ class MostFreqConfig:
     gap: int = 4
     min_len: int = 128
     max_len: int = 256
+    gaps_from: int | None = None  # evaluation sets longer than this keep its relative count gaps
 
     def __post_init__(self):
         check(self.V >= 1, f"task.V={self.V} must be >= 1")
+        check(self.gaps_from is None or self.gaps_from >= min_most_freq_length(self.V, self.gap),
+              f"task.gaps_from={self.gaps_from} must be None or >= V + gap*V(V-1)/2 = "
+              f"{min_most_freq_length(self.V, self.gap)}")
         check(self.gap >= 0, f"task.gap={self.gap} must be >= 0")
         check(self.min_len <= self.max_len, f"task.min_len={self.min_len} must be <= task.max_len={self.max_len}")
         lo = min_most_freq_length(self.V, self.gap)
@@ -292,13 +314,17 @@ class MostFreq:
         self.SEP, self.EOS, self.PAD, self.EOS_OUT = V, V + 1, V + 2, V
         self.vocab_size, self.n_out = V + 3, V + 1
 
-    def sources(self, rng: np.random.Generator, n: int, T: int) -> tuple[np.ndarray, np.ndarray]:
-        """Sources (n, T) and their rankings (n, V)."""
+    def sources(self, rng: np.random.Generator, n: int, T: int,
+                gaps_from: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Sources (n, T) and their rankings (n, V); ``gaps_from`` = R < T: counts of
+        :func:`scaled_counts` (length R's relative gaps)."""
         V = self.cfg.V
         src = np.zeros((n, T), np.int64)
         rank = np.zeros((n, V), np.int64)
+        scaled = gaps_from is not None and T > gaps_from
         for i in range(n):
-            counts = separated_counts(rng, V, self.cfg.gap, T)  # increasing
+            counts = (scaled_counts(rng, V, self.cfg.gap, T, gaps_from) if scaled
+                      else separated_counts(rng, V, self.cfg.gap, T))  # increasing
             labels = rng.permutation(V)  # symbol labels[j] gets counts[j]
             src[i] = rng.permutation(np.repeat(labels, counts))
             rank[i] = labels[::-1]  # descending count; counts are distinct, so no tie rule
@@ -319,7 +345,8 @@ class MostFreq:
         return self.batch(*self.sources(rng, batch_size, T))
 
     def eval_set(self, length: int, n: int, seed: int, stream: int | None = None) -> Batch:
-        return self.batch(*self.sources(eval_rng(seed, length, stream), n, length))
+        """The fixed set at ``length``; above ``cfg.gaps_from`` with that length's relative gaps."""
+        return self.batch(*self.sources(eval_rng(seed, length, stream), n, length, self.cfg.gaps_from))
 
     # ------------------------------------------------------------ baselines and metrics
     def with_eos(self, ranking: list[np.ndarray]) -> np.ndarray:
