@@ -208,6 +208,11 @@ class Experiment(abc.ABC):
         return its results.json; `tinyscope reproduce` reaches compiled models through this."""
         raise ConfigError(f"{self.name} is compiled, not trained, and declares no way to write it")
 
+    def write_run_files(self, cfg: Config, task: Task, out: Path) -> None:
+        """Files a run keeps beside its config that its training needs again (a tokenizer learned
+        from the user's corpus), written into the run directory ``out`` before training starts
+        (by rank 0 only); none by default."""
+
     def eval_fingerprint(self, cfg: Config, task: Task) -> str | None:
         """A hash of the fixed evaluation set, saved with the results (None: no fixed set)."""
         return task.eval_fingerprint() if isinstance(task, FixedEvalSet) else None

@@ -193,6 +193,8 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
         return results
 
     task, model = build(exp, cfg)
+    if dist_info().is_main:
+        exp.write_run_files(cfg, task, out)
     trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, objective=exp.objective(cfg, task),
                       evaluate=exp.evaluator(cfg, task), progress=progress)
     if resume:
