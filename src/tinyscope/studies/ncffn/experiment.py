@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from tinyscope.errors import check
 from tinyscope.models.transformer import TransformerConfig
-from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
+from tinyscope.runs.experiment import AnalysisOptions, AnalysisResult, Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.ncffn.licensing import ID, SLOT_KINDS, Licensing, LicensingConfig
 from tinyscope.studies.ncffn.model import QuantifiedTransformer, lm_model_config, parameter_report
@@ -55,6 +55,10 @@ class NCEvalConfig:
     max_windows: int = 400        # held-out windows per evaluation
     latch_half_life: float = 64.0  # a quantifier unit whose half-life reaches this many tokens is a latch
     eval_seed: int | None = None  # None: the run's held-out windows; else fresh ones drawn from this seed
+    legibility_windows: int = 100  # held-out windows for the per-layer half-life and two-operand metrics
+
+    def __post_init__(self):
+        check(self.legibility_windows >= 1, f"eval.legibility_windows={self.legibility_windows} must be >= 1")
 
 
 class FreshTextTask(TextTask):
@@ -89,8 +93,9 @@ class NCLMRunConfig:
         check(all(l < self.model.n_layers for l in self.quant.layers),
               f"quant.layers={self.quant.layers} names a layer beyond model.n_heads' {self.model.n_layers} layers")
         if not self.data.path:
-            check(self.model.n_ctx >= 14 + self.task.max_gap,
-                  f"model.n_ctx={self.model.n_ctx} must hold a whole licensing sentence: >= {14 + self.task.max_gap}")
+            need = self.task.max_sentence_len
+            check(self.model.n_ctx >= need,
+                  f"model.n_ctx={self.model.n_ctx} must hold a whole licensing sentence: >= {need}")
 
 
 def _train(**kw) -> TrainConfig:
@@ -212,8 +217,20 @@ class NCLMExperiment(Experiment):
     def evaluator(self, cfg: NCLMRunConfig, task):
         ev = task.eval_set().select(slice(0, cfg.eval.max_windows))
         tokens, targets = torch.from_numpy(ev.tokens), torch.from_numpy(ev.targets)
+        if not cfg.data.path and cfg.task.language == "npi":  # per-phenomenon slots and minimal pairs
+            from tinyscope.studies.ncffn.licensing_eval import phenomenon_metrics
+
+            sets, grammar = task.phenomenon_sets(), cfg.task.grammar
+            return lambda model: lm_metrics(model, tokens, targets, None) | phenomenon_metrics(model, sets, grammar)
         slot = torch.from_numpy(ev.meta["slot"]) if "slot" in ev.meta else None
-        return lambda model: lm_metrics(model, tokens, targets, slot)
+        probe = tokens[:cfg.eval.legibility_windows]
+
+        def evaluate(model):
+            from tinyscope.studies.ncffn.legibility_training import layer_metrics
+
+            return lm_metrics(model, tokens, targets, slot) | layer_metrics(model, probe)
+
+        return evaluate
 
     def final_evaluation(self, cfg: NCLMRunConfig, task, model) -> dict:
         from tinyscope.studies.ncffn.legibility import half_life_summary
@@ -222,7 +239,7 @@ class NCLMExperiment(Experiment):
         metrics.update({f"params_{k}": float(v) for k, v in parameter_report(model).items()})
         if cfg.quant.layers:
             metrics.update(half_life_summary(model, cfg.eval.latch_half_life))
-            if not cfg.data.path:
+            if not cfg.data.path and cfg.task.language == "classic":
                 metrics.update(detector_counts(model, task.eval_set().select(slice(0, cfg.eval.max_windows))))
         return metrics
 
@@ -237,7 +254,7 @@ class NCLMExperiment(Experiment):
         if data.path:
             data = dataclasses.replace(data, max_eval_windows=n_windows)
         else:
-            per_window = cfg.model.n_ctx + 16 + task.max_gap  # a window and at most one sentence to the next start
+            per_window = cfg.model.n_ctx + task.max_sentence_len + 2  # a window and at most one sentence to the next start
             task = dataclasses.replace(task, n_val_tokens=max(task.n_val_tokens, (n_windows + 2) * per_window))
         ev = dataclasses.replace(cfg.eval, eval_seed=int(seed), max_windows=n_windows)
         return dataclasses.replace(cfg, task=task, data=data, eval=ev)
@@ -246,6 +263,41 @@ class NCLMExperiment(Experiment):
         from tinyscope.studies.ncffn.claims import CLAIMS
 
         return [c for c in CLAIMS if c.experiment == self.name]
+
+    def analyses(self) -> tuple[str, ...]:
+        return ("legibility_over_training",)
+
+    def analyze(self, run, options: AnalysisOptions) -> AnalysisResult:
+        """``legibility_over_training``: at every kept checkpoint, the half-life of each quantifier
+        unit by layer and the two-operand logic of each NC-FFN layer
+        (:mod:`~tinyscope.studies.ncffn.legibility_training`), on ``options.n`` held-out windows
+        drawn from ``options.seed``. Needs the run's checkpoints (``--set train.checkpoint_every=100
+        --set train.keep_checkpoints=true``)."""
+        from tinyscope.errors import TinyscopeError
+        from tinyscope.studies.ncffn import legibility_training as lt
+
+        steps = run.checkpoint_steps()
+        if len(steps) < 2:
+            raise TinyscopeError(f"{run.path} kept {len(steps)} checkpoint(s); an analysis across training needs "
+                                 f"them: train with --set train.checkpoint_every=100 --set train.keep_checkpoints=true")
+        if not run.cfg.quant.layers and not lt.nc_layers(run.model):
+            raise TinyscopeError(f"{run.path} has neither quantifiers nor NC-FFN layers: nothing to trace "
+                                 f"(train with --set model.ffn=nc --set quant.layers=0,1)")
+        fresh = self.build_task(self.fresh_eval_config(run.cfg, options.seed, options.n))
+        tokens = torch.from_numpy(fresh.eval_set().tokens[:options.n])
+        records = lt.legibility_over_training(run, tokens, progress=options.progress)
+        numbers = lt.summarize_trajectory(records) | {"n_windows": len(tokens)}
+        figures, captions = {}, {}
+        if run.cfg.quant.layers:
+            figures["half_lives_over_training"] = lt.plot_half_lives_over_training(records)
+            captions["half_lives_over_training"] = ("Half-life of every quantifier unit by layer at each checkpoint "
+                                                    "(median black; the paper's ~1.5 tokens dashed).")
+        if lt.nc_layers(run.model):
+            figures["two_operand_logic_over_training"] = lt.plot_logic_over_training(records)
+            captions["two_operand_logic_over_training"] = (
+                "Share of NC-FFN fuzzy pairs whose two operands both vary (std >= 0.1, |corr| <= 0.9), and the "
+                "weaker operand's median spread, by layer at each checkpoint.")
+        return AnalysisResult(numbers, figures, captions)
 
     def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
         """The half-lives of the trained sequence quantifiers (when the model has them)."""

@@ -19,14 +19,19 @@ slot in a window sees its licensor. ``meta["slot"]`` codes each *target* positio
 0 not a slot, then :data:`SLOT_KINDS` (1 than, 2 by, 3 nor, 4 or, 5 and-after-twin);
 ``meta["licensor_pos"]`` is the position (in the window) of the sentence's licensor or twin
 word for slot targets, else -1.
+
+``language="npi"`` selects the harder language of :mod:`~tinyscope.studies.ncffn.licensing_npi`
+(distance, distractor, nested-negation and quantifier phenomena, exact ceilings and minimal
+pairs; ``slot`` then holds 1 + phenomenon); ``"classic"`` (default) is the language above.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinyscope.errors import check
+from tinyscope.errors import check, check_choice
+from tinyscope.studies.ncffn import licensing_npi as npi
 from tinyscope.tasks.base import Batch, fingerprint
 
 NOUNS = "dog cat fox bird horse mouse child teacher farmer doctor king queen river tree house garden".split()
@@ -46,23 +51,55 @@ LICENSED_KINDS = (1, 2, 3)  # the paper's three licensors: comparative, passive 
 LICENSOR_CLASS = {"comparative": COMPARATIVES, "participle": PARTICIPLES, "npi": ["neither"]}
 
 
+LANGUAGES = ("classic", "npi")
+
+
 @dataclass
 class LicensingConfig:
-    max_gap: int = 6             # filler words between the licensor and its slot (0 .. max_gap)
-    p_licensed: float = 0.5      # share of sentences that carry a licensor (vs their unlicensed twin)
+    language: str = "classic"    # classic (than/by/nor) | npi (licensing_npi's four phenomena)
+    max_gap: int = 6             # filler words between the licensor and its slot (min_gap .. max_gap)
+    p_licensed: float = 0.5      # classic: share of sentences that carry a licensor (vs their unlicensed twin)
     n_train_tokens: int = 300_000
     n_val_tokens: int = 40_000
     block_size: int = 64         # window length (model context)
     data_seed: int = 0           # corpus seed; the held-out corpus uses a second stream
+    # npi language only (licensing_npi.NPIGrammar)
+    min_gap: int = 0             # fewest filler words before "has"
+    distractor_rate: float = 0.5  # P(the relative clause's determiner is the out-of-scope "no")
+    max_depth: int = 2           # nested sentences: 1 .. max_depth "it is not/so true that" prefixes
+    p_licensor: float = 0.5      # P(DET = no)
+    p_npi: float = 0.8           # P(ever) at a licensed slot
+    p_noise: float = 0.0         # P(ever) at an unlicensed slot (speaker errors)
+    mix: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])  # weights of npi.PHENOMENA
+    n_eval_pairs: int = 200      # minimal pairs and held-out sentences per phenomenon
 
     def __post_init__(self):
+        check_choice("task.language", self.language, LANGUAGES)
         check(0 <= self.max_gap <= 64, f"task.max_gap={self.max_gap} must lie in [0, 64]")
-        check(0.0 <= self.p_licensed <= 1.0, f"task.p_licensed={self.p_licensed} must lie in [0, 1]")
-        check(self.block_size >= 12 + self.max_gap + 2,
-              f"task.block_size={self.block_size} must hold a whole sentence: >= {12 + self.max_gap + 2}")
+        check(0 <= self.min_gap <= self.max_gap,
+              f"task.min_gap={self.min_gap} must lie in [0, task.max_gap={self.max_gap}]")
+        check(1 <= self.max_depth <= 8, f"task.max_depth={self.max_depth} must lie in [1, 8]")
+        for name in ("p_licensed", "distractor_rate", "p_licensor", "p_npi", "p_noise"):
+            value = getattr(self, name)
+            check(0.0 <= value <= 1.0, f"task.{name}={value} must lie in [0, 1]")
+        check(len(self.mix) == len(npi.PHENOMENA) and all(w >= 0 for w in self.mix) and sum(self.mix) > 0,
+              f"task.mix={list(self.mix)} must be {len(npi.PHENOMENA)} non-negative weights, not all 0, for "
+              f"{', '.join(npi.PHENOMENA)}")
+        check(self.n_eval_pairs >= 1, f"task.n_eval_pairs={self.n_eval_pairs} must be >= 1")
+        check(self.block_size >= self.max_sentence_len,
+              f"task.block_size={self.block_size} must hold a whole sentence: >= {self.max_sentence_len}")
         check(self.n_train_tokens >= 10 * self.block_size and self.n_val_tokens >= 2 * self.block_size,
               f"task.n_train_tokens={self.n_train_tokens} / n_val_tokens={self.n_val_tokens} too small for "
               f"block_size={self.block_size}")
+
+    @property
+    def grammar(self) -> npi.NPIGrammar:
+        return npi.NPIGrammar(self.min_gap, self.max_gap, self.distractor_rate, self.max_depth, self.p_licensor,
+                              self.p_npi, self.p_noise, tuple(float(w) for w in self.mix))
+
+    @property
+    def max_sentence_len(self) -> int:
+        return self.grammar.max_sentence_len if self.language == "npi" else 12 + self.max_gap + 2
 
 
 def generate_sentence(rng: np.random.Generator, max_gap: int, p_licensed: float) -> tuple[list[str], int, int, int]:
@@ -116,16 +153,39 @@ class Licensing:
     afresh from that seed, with the same grammar and size, on a stream the training corpus never uses.
     """
 
-    vocab = VOCAB
+    vocab = VOCAB  # the classic language's; an npi task sets its own
     vocab_size = len(VOCAB)
 
     def __init__(self, cfg: LicensingConfig | None = None, eval_seed: int | None = None):
         self.cfg = cfg = cfg or LicensingConfig()
-        self.train = generate_corpus(np.random.default_rng([cfg.data_seed, 0]), cfg.n_train_tokens, cfg.max_gap,
-                                     cfg.p_licensed)
-        held = [cfg.data_seed, 1] if eval_seed is None else [cfg.data_seed, 2, int(eval_seed)]
-        self.heldout = generate_corpus(np.random.default_rng(held), cfg.n_val_tokens, cfg.max_gap, cfg.p_licensed)
+        self.vocab = npi.VOCAB if cfg.language == "npi" else VOCAB
+        self.vocab_size = len(self.vocab)
+        self.eval_seed = eval_seed
+        if cfg.language == "npi":
+            def corpus(rng, n):
+                return npi.generate_corpus(rng, n, cfg.grammar)
+        else:
+            def corpus(rng, n):
+                return generate_corpus(rng, n, cfg.max_gap, cfg.p_licensed)
+        self.train = corpus(np.random.default_rng([cfg.data_seed, 0]), cfg.n_train_tokens)
+        self.heldout = corpus(np.random.default_rng(self._held_seed(1)), cfg.n_val_tokens)
         self._eval: Batch | None = None
+        self._phenomena: dict | None = None
+
+    def _held_seed(self, stream: int) -> list[int]:
+        """Held-out streams: ``[data_seed, stream]``, or with ``eval_seed`` ``[data_seed, stream + 1, eval_seed]``."""
+        s = self.cfg.data_seed
+        return [s, stream] if self.eval_seed is None else [s, stream + 1, int(self.eval_seed)]
+
+    def phenomenon_sets(self) -> dict:
+        """npi language: per phenomenon, ``n_eval_pairs`` held-out sentences and minimal pairs
+        (:func:`~tinyscope.studies.ncffn.licensing_npi.phenomenon_sets`), drawn from their own stream."""
+        if self.cfg.language != "npi":
+            raise ValueError("phenomenon_sets exist for the npi language only")
+        if self._phenomena is None:
+            self._phenomena = npi.phenomenon_sets(np.random.default_rng(self._held_seed(3)), self.cfg.grammar,
+                                                  self.cfg.n_eval_pairs)
+        return self._phenomena
 
     def _window(self, corpus: dict, starts: np.ndarray) -> Batch:
         W = self.cfg.block_size
@@ -157,7 +217,8 @@ class Licensing:
 
     def eval_fingerprint(self) -> str:
         b = self.eval_set()
-        return fingerprint(b.tokens, b.targets, b.meta["slot"])
+        extra = [self.phenomenon_sets()["tokens"]] if self.cfg.language == "npi" else []
+        return fingerprint(b.tokens, b.targets, b.meta["slot"], *extra)
 
     def decode(self, ids) -> str:
-        return " ".join(VOCAB[int(i)] for i in ids)
+        return " ".join(self.vocab[int(i)] for i in ids)
