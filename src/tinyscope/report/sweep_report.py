@@ -2,7 +2,8 @@
 matched variants, run counts, length curves, and registered paper tables.
 
 Writes DIR/report/ (``summary.md|csv|tex``, ``pairs.csv|tex``, ``table-NAME.md|csv|tex``,
-``figures/*.png``) and returns the Markdown. Not to be confused with the single-run
+``figures/*.png``, with the studies' registered paper figures of
+:mod:`tinyscope.report.folder_figures`) and returns the Markdown. Not to be confused with the single-run
 RUN/report.html of `tinyscope run`.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Sequence
 
 from tinyscope.errors import TinyscopeError
 from tinyscope.report.figures import length_families, plot_length_curves
+from tinyscope.report.folder_figures import figures_for
 from tinyscope.report.records import RunRecord, format_value, load_records
 from tinyscope.report.stats import (
     FingerprintMismatch,
@@ -192,6 +194,16 @@ def build_report(folder: str | Path, table: str | None = None, pair: str | None 
             from tinyscope.interp.mpl import plt
 
             plt.close(fig)
+    for spec, runs in figures_for(records):  # the studies' paper figures over runs and seeds
+        from tinyscope.interp.mpl import plt
+
+        fig = spec.draw(runs)
+        if write:
+            p = out / "figures" / f"{spec.name}.png"
+            fig.savefig(p, dpi=120)
+            files.append(p)
+        sections.append(f"![{spec.caption}](figures/{spec.name}.png)\n\n{spec.caption}\n")
+        plt.close(fig)
     n_failed = sum(1 for r in everything if r.status == "failed")
     n_incomplete = sum(1 for r in everything if r.status == "incomplete")
     head = f"# Runs under {folder}\n\n{len(records)} finished, {n_failed} failed, {n_incomplete} incomplete.\n"

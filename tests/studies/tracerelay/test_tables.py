@@ -11,8 +11,10 @@ import pytest
 from tinyscope.cli import main
 from tinyscope.report.records import load_records
 from tinyscope.report.stats import Stat
+from tinyscope.report.sweep_report import build_report
 from tinyscope.report.tables import get_table
 from tinyscope.runs.rundir import run_experiment
+from tinyscope.studies.tracerelay.figures import histories_figure, most_freq_length_figure
 
 RUNS = [  # (experiment, seed, final evaluation lengths beyond the smoke ID lengths)
     ("tracerelay-equal-repeats", 1, [256, 1024]),
@@ -39,15 +41,16 @@ def _metrics(root, name, seed):
 
 def test_table1_rows_are_task_inheritance_width_with_seed_statistics(runs_dir):
     table = get_table("tracerelay-table1").build(load_records(runs_dir))
-    assert table.headers == ["Task", "Phase inheritance", "d_c", "n", "ID: 256", "OOD: 1024"]
-    assert [row[:4] for row in table.rows] == [["Equal Repeats", "On", "8", 2], ["Equal Repeats", "Off", "8", 1],
-                                               ["Dyck", "On", "8", 1], ["Most-Freq", "On", "8", 1]]
+    assert table.headers == ["Task", "Phase inheritance", "d_c", "Preset", "n", "ID: 256", "OOD: 1024"]
+    assert [row[:5] for row in table.rows] == [["Equal Repeats", "On", "8", "smoke", 2],
+                                               ["Equal Repeats", "Off", "8", "smoke", 1],
+                                               ["Dyck", "On", "8", "smoke", 1], ["Most-Freq", "On", "8", "smoke", 1]]
     on = [_metrics(runs_dir, "tracerelay-equal-repeats", s)["acc@256"] for s in (1, 2)]
-    cell = table.rows[0][4]
+    cell = table.rows[0][5]
     assert isinstance(cell, Stat) and cell.n == 2
     assert cell.mean == pytest.approx(np.mean(on)) and cell.sd == pytest.approx(np.std(on, ddof=1))
     expected = f"{100 * np.mean(on):.2f} ± {100 * np.std(on, ddof=1):.2f}"
-    assert f"| Equal Repeats | On | 8 | 2 | {expected} |" in table.to_markdown()
+    assert f"| Equal Repeats | On | 8 | smoke | 2 | {expected} |" in table.to_markdown()
 
 
 def test_table3_slices_dyck_by_distance_and_depth_with_counts(runs_dir):
@@ -80,3 +83,20 @@ def test_table5_has_one_row_per_run_with_exposure(runs_dir, capsys):
     assert table.rows[3][4] == "2†" and table.rows[3][7] == f"{results['n_parameters']:,}"
     assert main(["report", str(runs_dir), "--table", "tracerelay-table5"]) == 0
     assert "| Dyck / On | 8 | 1 |" in capsys.readouterr().out
+
+
+def test_report_draws_figures_2_to_5_from_the_runs(runs_dir):
+    rep = build_report(runs_dir)
+    names = {p.name for p in rep.files}
+    assert {"tracerelay-fig2.png", "tracerelay-fig3.png", "tracerelay-fig4.png", "tracerelay-fig5.png"} <= names
+    assert "![Fig. 5" in rep.markdown
+    records = load_records(runs_dir)
+    stars = [line for ax in histories_figure(records).axes for line in ax.lines if line.get_marker() == "*"]
+    selected = sorted(json.loads((runs_dir / f"{n}-s{s}" / "results.json").read_text())["selected_step"] for n, s, _ in RUNS)
+    assert sorted(int(line.get_xdata()[0]) for line in stars) == selected  # one star per run, at its selection
+    a, _ = most_freq_length_figure(records).axes
+    curve = a.containers[0].lines[0]  # the errorbar of d_c=8: exact accuracy per length
+    m = _metrics(runs_dir, "tracerelay-most-freq", 1)
+    assert list(curve.get_xdata()) == [8, 12, 256, 1024]
+    assert np.allclose(curve.get_ydata(), [100 * m[f"acc@{T}"] for T in (8, 12, 256, 1024)])
+    assert any(line.get_label() == "fixed order" for line in a.lines)

@@ -2,8 +2,8 @@
 ``tracerelay-table5``: ``tinyscope report DIR --table tracerelay-table1`` prints one (mean ± sample
 SD over seeds) from the runs under DIR.
 
-Table 1: best-checkpoint ID (T = 256) and OOD (T = 1024) accuracy by task, phase inheritance and
-middle width d_c; Table 3: Dyck close accuracy at T = 4096 by matching distance and depth;
+Table 1: best-checkpoint ID (T = 256) and OOD (T = 1024) accuracy by task, phase inheritance,
+middle width d_c and preset (the cpu preset's rows stand beside the paper preset's); Table 3: Dyck close accuracy at T = 4096 by matching distance and depth;
 Table 4: Most-Freq diagnostics and shortcut baselines at T = 1024; Table 5: training exposure,
 one row per run.
 """
@@ -30,6 +30,7 @@ def middle_width(run: RunRecord) -> int:
 _TASK = Key("Task", "experiment", labels=TASK_NAMES, order=("Equal Repeats", "Dyck", "Most-Freq"))
 _INHERIT = Key("Phase inheritance", "model.inherit", labels={True: "On", False: "Off"}, order=("On", "Off"))
 _WIDTH = Key("d_c", middle_width, descending=True)
+_PRESET = Key("Preset", "preset", order=("paper", "cpu", "smoke"))  # a cpu-preset row is never pooled with the paper's
 _WIDTH_COLUMN = Key("d_c", lambda r: f"d_c={middle_width(r)}", order=tuple(f"d_c={w}" for w in PAPER_WIDTHS))
 
 
@@ -38,7 +39,7 @@ def _percent(label: str, name: str, count: str | None = None) -> Metric:
 
 
 TABLE1 = register_table(TableLayout(
-    name="tracerelay-table1", experiments=("tracerelay-*",), rows=(_TASK, _INHERIT, _WIDTH),
+    name="tracerelay-table1", experiments=("tracerelay-*",), rows=(_TASK, _INHERIT, _WIDTH, _PRESET),
     caption="Best-checkpoint test results, mean ± sample SD over seeds (percent). ID is T = 256 and OOD is "
             "T = 1024 for every task: accuracy (Equal Repeats), close accuracy (Dyck), greedy exact (Most-Freq).",
     metrics=(_percent("ID: 256", "acc@256"), _percent("OOD: 1024", "acc@1024"))))
