@@ -207,18 +207,28 @@ def steps_to_divergence() -> Measure:
 
 
 @functools.lru_cache(maxsize=None)
-def epoch_steps(preset: str = "cpu") -> int:
+def epoch_steps(preset: str = "cpu", overrides: tuple[str, ...] = ()) -> int:
     """Training steps in one pass over the licensing language's training corpus at ``preset``."""
     from tinyscope.runs import registry
 
-    cfg = registry.get(EXP).config(preset)
+    cfg = registry.get(EXP).config(preset, 0, list(overrides))
     return math.ceil(cfg.task.n_train_tokens / (cfg.train.batch_size * cfg.model.n_ctx))
 
 
 def two_epochs(overrides: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The cpu preset trained for two epochs and evaluated at the end of each."""
-    e = epoch_steps()
+    e = epoch_steps("cpu", overrides)
     return overrides + (f"train.steps={2 * e}", f"train.eval_every={e}")
+
+
+# the npi licensing language (licensing_npi) at the cpu preset: 409,600 training tokens, 200 steps an epoch
+NPI = ("task.language=npi", "task.n_train_tokens=409600")
+NPI_SEEDS = (0, 1, 2)
+NPI_METRIC = "npi_pair_acc"
+
+
+def _npi(overrides: tuple[str, ...] = ()) -> RunSet:
+    return RunSet(EXP, "cpu", two_epochs(NPI + overrides), NPI_SEEDS)
 
 
 # ---------------------------------------------------------------- the claims
@@ -230,8 +240,10 @@ PARITY_NOTE = ("N = 8 and depth 1 (the digest's 8-bit parity; 'shallow'); the pa
                "≤ 2,000 steps, 3 seeds, widths 1-32); a width counts when one seed reaches 100%; computed by "
                "training, 2-5 minutes on 2 cores")
 SYN_NOTE = ("the paper measures BLiMP licensing and quantifier phenomena at 125M scale; tinyscope's stand-in is "
-            "the licensing language at the cpu preset, trained two epochs (evaluations at the end of each); "
-            "'licensed_acc' is the top-1 accuracy at than / by / nor")
+            "the npi licensing language (task.language=npi: licensors at 0-6 fillers, out-of-scope distractors, "
+            "nested negation that cancels, DE quantifiers) at the cpu preset, trained two epochs of 200 steps "
+            "(evaluations at the end of each), 3 seeds; 'npi_pair_acc' is the minimal-pair accuracy (the "
+            "grammatical member's total log-probability higher) averaged over the four phenomena, ceiling 1")
 
 CLAIMS = declare(
     # parameter neutrality
@@ -305,18 +317,15 @@ CLAIMS = declare(
           note="detector: fire and carry both > 0.1 (legibility.licensor_detectors) on the held-out windows"),
     Claim("ncffn/abstract/licensing/cpu/nc-deficit-epoch2", SYN, "NC-FFN alone has a deficit on licensing "
           "(GELU better), wider at epoch two", PaperValue("a robust deficit"), at_least(0.01),
-          runs=(_rs("cpu", two_epochs()), _rs("cpu", two_epochs(CPU_NC))),
-          measure=gap_at("licensed_acc", 2 * epoch_steps()), unit="%", row="epoch 2", column="GELU − NC-FFN",
-          note="tinyscope asks a gap of ≥ 1 point; " + SYN_NOTE),
+          runs=(_npi(), _npi(CPU_NC)), measure=gap_at(NPI_METRIC, 2 * epoch_steps("cpu", NPI)), unit="%",
+          row="epoch 2", column="GELU − NC-FFN", note="tinyscope asks a gap of ≥ 1 point; " + SYN_NOTE),
     Claim("ncffn/abstract/licensing/cpu/recovered-epoch1", SYN, "the quantifiers recover NC-FFN's deficit at "
-          "epoch one", PaperValue("recovered", 1.0), at_least(1.0),
-          runs=(_rs("cpu", two_epochs()), _rs("cpu", two_epochs(CPU_NC)), _rs("cpu", two_epochs(CPU_QUANT))),
-          measure=recovery_at("licensed_acc", epoch_steps()), unit="%", row="epoch 1",
+          "epoch one", PaperValue("recovered", 1.0), at_least(1.0), runs=(_npi(), _npi(CPU_NC), _npi(CPU_QUANT)),
+          measure=recovery_at(NPI_METRIC, epoch_steps("cpu", NPI)), unit="%", row="epoch 1",
           column="share of the deficit recovered", note="0 where NC-FFN shows no deficit; " + SYN_NOTE),
     Claim("ncffn/abstract/licensing/cpu/halved-epoch2", SYN, "at epoch two the quantifiers halve the wider gap",
-          PaperValue("halved", 0.5), within(0.5, 0.25),
-          runs=(_rs("cpu", two_epochs()), _rs("cpu", two_epochs(CPU_NC)), _rs("cpu", two_epochs(CPU_QUANT))),
-          measure=recovery_at("licensed_acc", 2 * epoch_steps()), unit="%", row="epoch 2",
+          PaperValue("halved", 0.5), within(0.5, 0.25), runs=(_npi(), _npi(CPU_NC), _npi(CPU_QUANT)),
+          measure=recovery_at(NPI_METRIC, 2 * epoch_steps("cpu", NPI)), unit="%", row="epoch 2",
           column="share of the deficit recovered", note="0 where NC-FFN shows no deficit; " + SYN_NOTE),
     # the paper's scale
     Claim("ncffn/digest/lm/gelu-perplexity", "Digest", "the GELU baseline's OpenWebText perplexity is 18.32",
