@@ -123,7 +123,7 @@ def cmd_reproduce(args) -> int:
     out = args.out or "reproduce/" + "+".join(t.replace("/", "_") for t in args.targets)[:80]
     plan = reproduce.plan(chosen, out, preset=args.preset, n_seeds=args.seeds, include_gpu=args.include_gpu)
     _preflight(plan, args)
-    print(reproduce.format_plan(plan, args.jobs), file=sys.stderr)
+    print(reproduce.format_plan(plan, args.jobs, commands=args.dry_run), file=sys.stderr)
     if args.dry_run:
         return 0
     command = "tinyscope reproduce " + " ".join(args.targets) + (f" --preset {args.preset}" if args.preset else "") \

@@ -151,12 +151,23 @@ def format_duration(s: float | None) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def format_plan(p: Plan, jobs: int) -> str:
-    """One line per run set (experiment, preset, setting): seeds, done, estimated time per run."""
+def run_command(r: PlannedRun, out: Path) -> str:
+    """The `tinyscope run` command line of one planned run, into its folder under ``out``."""
+    import shlex
+
+    rs = r.run_set
+    sets = "".join(f" --set {shlex.quote(o)}" for o in rs.overrides)
+    return f"tinyscope run {rs.experiment} --preset {rs.preset} --seed {r.seed}{sets} --out {shlex.quote(str(out / r.spec.rel_path))}"
+
+
+def format_plan(p: Plan, jobs: int, commands: bool = False) -> str:
+    """One line per run set (experiment, preset, setting): seeds, done, estimated time per run;
+    ``commands``: then every run still to do, in the order it runs, as its `tinyscope run` command."""
     groups: dict[str, list[PlannedRun]] = {}
     for r in p.runs:
         groups.setdefault(r.run_set.key, []).append(r)
     rows = [("experiment", "preset", "--set", "seeds", "done", "per run", "remaining")]
+    todo_runs = [r for r in p.runs if not p.is_done(r)]
     remaining, unknown = 0.0, 0
     for runs in groups.values():
         rs = runs[0].run_set
@@ -165,7 +176,7 @@ def format_plan(p: Plan, jobs: int) -> str:
         if todo and est is None:
             unknown += len(todo)
         remaining += (est or 0.0) * len(todo)
-        rows.append((rs.experiment, rs.preset, " ".join(rs.overrides) or "–", str(len(runs)),
+        rows.append((rs.experiment, rs.preset, " ".join(rs.overrides) or "–", ",".join(str(r.seed) for r in runs),
                      str(len(runs) - len(todo)), format_duration(est), format_duration(est * len(todo)) if est is not None
                      else ("0 s" if not todo else "unknown")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -178,6 +189,8 @@ def format_plan(p: Plan, jobs: int) -> str:
     lines.append(f"{len(p.claims)} claim(s) ({computed} computed without training); {len(p.runs)} run(s), "
                  f"{len(p.runs) - n_todo} already complete; estimated time at {jobs} job(s): {total}")
     lines += [f"  left out: {c.id}: {why}" for c, why in p.skipped]
+    if commands and todo_runs:
+        lines += ["the runs, in order:"] + [f"  {run_command(r, p.out)}" for r in todo_runs]
     stale = p.stale()
     if stale:
         lines.append(f"  {len(stale)} run(s) under {p.out} trained with an older version of their preset, e.g. "

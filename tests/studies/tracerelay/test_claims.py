@@ -182,3 +182,19 @@ def test_numbers_computed_from_code_match_the_paper():
     for claim in fast:
         assert measure_claim(claim, []).verdict == "met", claim.id
     assert tr.max_input_lag(tr.ER_ON) > 150  # with inheritance, an input reaches to the end of a 200-long input
+
+
+def test_gpu_plan_runs_the_paper_rows_in_table1_order_with_their_commands(tmp_path):
+    from tinyscope.runs import reproduce
+
+    plan = reproduce.plan([c for c in all_claims("tracerelay")], tmp_path, include_gpu=True)
+    order = [(r.run_set.experiment, r.run_set.overrides, r.seed) for r in plan.runs]
+    rows = [(exp, (f"model.d_trace=[64,{d},64]",)) for exp, d in tr.TABLE1]  # Table 1's row order
+    assert order == [(exp, o, s) for exp, o in rows for s in tr.SEEDS] and {r.run_set.preset for r in plan.runs} == {"paper"}
+    text = reproduce.format_plan(plan, 1, commands=True)
+    assert "42,43,44" in text
+    cmds = [line.strip() for line in text.splitlines() if line.strip().startswith("tinyscope run ")]
+    assert len(cmds) == 36
+    first = plan.runs[0]
+    assert cmds[0] == (f"tinyscope run tracerelay-equal-repeats --preset paper --seed 42 "
+                       f"--set 'model.d_trace=[64,64,64]' --out '{tmp_path / first.spec.rel_path}'")  # quoted: [] globs
