@@ -34,7 +34,7 @@ def overrides(k: int, arch: str) -> list[str]:
     sets = [f"task.n={n}", f"task.k={k}", f"model.n_ctx={n + k - 1}", f"model.n_heads={[2] * layers}",
             f"model.d_mlp={[128] * layers}"]
     if arch == "constrained":
-        sets += ["arch=constrained", "train.lr=0.1", "train.warmup_steps=0", "train.eval_every=10",
+        sets += ["arch=constrained", "train.lr=0.03", "train.warmup_steps=0", "train.eval_every=10",
                  "train.checkpoint_every=10"]
     return sets
 
