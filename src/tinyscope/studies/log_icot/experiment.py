@@ -34,6 +34,7 @@ from tinyscope.errors import check, check_choice
 from tinyscope.models.transformer import Transformer, TransformerConfig
 from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
+from tinyscope.studies.log_icot import scaling  # noqa: F401  (registers the n-scaling figure of `tinyscope report`)
 from tinyscope.studies.log_icot.model import ConstrainedParityConfig, ConstrainedParityTransformer
 from tinyscope.studies.log_icot.task import CURRICULA, Parity, ParityConfig, encode, node_levels, removal_schedule
 from tinyscope.train.curriculum import Curriculum, CurriculumConfig, CurriculumTask, Stage
