@@ -256,7 +256,10 @@ class Trainer:
             groups = muon_param_groups(model, muon_lr=cfg.muon_lr, adam_lr=cfg.lr)
             return MuonAdamW(groups, momentum=cfg.muon_momentum, betas=betas, weight_decay=cfg.weight_decay,
                              ns_bf16=self.muon_ns_bf16)
-        return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
+        # a model may give some parameters their own rate and weight decay (groups with base_lr)
+        groups = model.optimizer_groups(cfg.lr, cfg.weight_decay) if hasattr(model, "optimizer_groups") \
+            else model.parameters()
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
 
     @property
     def muon_ns_bf16(self) -> bool:

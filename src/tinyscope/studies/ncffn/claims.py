@@ -206,6 +206,24 @@ def steps_to_divergence() -> Measure:
     return _divergence("training step at which the loss diverged (inf: never)", lambda step: step)
 
 
+def logic_erosion(key: str = "two_operand_share_l0") -> Measure:
+    """Per seed, ``1 - last / peak`` of ``key`` over the run's evaluations (metrics.jsonl):
+    how much of its peak share of two-operand pairs a layer has lost by the end of training."""
+    def per_seed(runs: Runs) -> dict[int, float]:
+        from tinyscope.studies.ncffn.legibility_training import erosion_from_history
+
+        out = {}
+        for s, rec in (runs[0].items() if runs else ()):
+            try:
+                out[s] = erosion_from_history(rec.history(), key)
+            except KeyError:
+                raise ClaimError(f"run of seed {s} logged no {key!r} (an NC-FFN run from before the "
+                                 f"two-operand metrics; train it again)") from None
+        return out
+
+    return Measure(f"1 − last / peak of {key} over the evaluations", per_seed)
+
+
 @functools.lru_cache(maxsize=None)
 def epoch_steps(preset: str = "cpu", overrides: tuple[str, ...] = ()) -> int:
     """Training steps in one pass over the licensing language's training corpus at ``preset``."""
@@ -239,6 +257,9 @@ PARITY_NOTE = ("N = 8 and depth 1 (the digest's 8-bit parity; 'shallow'); the pa
                "seeds are not public: tinyscope's probe trains full-batch on all 256 inputs (Adam 3e-2, cosine, "
                "≤ 2,000 steps, 3 seeds, widths 1-32); a width counts when one seed reaches 100%; computed by "
                "training, 2-5 minutes on 2 cores")
+LOGIC_NOTE = ("a two-operand pair: both memberships A and B vary over 100 held-out windows (the weaker one's std "
+              ">= 0.1) and are not one proposition (|corr| <= 0.9), legibility_training.pair_logic; the paper "
+              "gives no definition")
 SYN_NOTE = ("the paper measures BLiMP licensing and quantifier phenomena at 125M scale; tinyscope's stand-in is "
             "the npi licensing language (task.language=npi: licensors at 0-6 fillers, out-of-scope distractors, "
             "nested negation that cancels, DE quantifiers) at the cpu preset, trained two epochs of 200 steps "
@@ -303,7 +324,8 @@ CLAIMS = declare(
           PaperValue("~1.5 tokens", HALF_LIFE), within(HALF_LIFE, 0.5), runs=(_rs("cpu", CPU_QUANT),),
           measure=metric("half_life_median"), row="cpu preset, NC-FFN + quantifiers", column="median half-life",
           unit="tokens", note="licensing language, 2 layers, 16 + 16 units per layer, init decay 0.99 "
-                              "(half-life 69); the paper's scale is the 125M model"),
+                              "(half-life 69), the decay logits at train.lr without weight decay "
+                              "(quant.decay_lr_mult, quant.decay_weight_decay); the paper's scale is the 125M model"),
     Claim("ncffn/abstract/quantifiers/cpu/n_latch", QUANT, "no quantifier unit stays a latch",
           PaperValue("zero latch units", 0.0), at_most(0.0), runs=(_rs("cpu", CPU_QUANT),),
           measure=metric("n_latch"), row="cpu preset, NC-FFN + quantifiers", column="latch units",
@@ -315,6 +337,19 @@ CLAIMS = declare(
           measure=metric("licensor_classes_detected"), row="cpu preset, NC-FFN + quantifiers",
           column="licensors with a detector",
           note="detector: fire and carry both > 0.1 (legibility.licensor_detectors) on the held-out windows"),
+    Claim("ncffn/abstract/logic/cpu/layer0-concentration", QUANT, "two-operand logic concentrates in "
+          "layer 0: its NC-FFN has a larger share of fuzzy pairs whose two operands both vary than layer 1's",
+          PaperValue("concentrates in layer 0"), at_least(0.1), runs=(_rs("cpu", CPU_QUANT),),
+          measure=combine("two_operand_share_l0 − two_operand_share_l1", lambda a, b: a - b,
+                          "two_operand_share_l0", "two_operand_share_l1"),
+          unit="%", row="cpu preset, NC-FFN + quantifiers", column="two-operand pairs: layer 0 − layer 1",
+          note=LOGIC_NOTE + "; tinyscope asks a lead of >= 10 points of share"),
+    Claim("ncffn/abstract/logic/cpu/layer0-erodes", QUANT, "under training the two-operand logic of layer 0 "
+          "erodes toward soft gating: its share of two-operand pairs falls from its peak by the end",
+          PaperValue("erodes"), at_least(0.1), runs=(_rs("cpu", CPU_QUANT),), measure=logic_erosion(),
+          unit="%", row="cpu preset, NC-FFN + quantifiers", column="layer-0 two-operand share lost from its peak",
+          note=LOGIC_NOTE + "; read from the evaluations every 200 steps; tinyscope asks a loss of >= 10% of the "
+                            "peak"),
     Claim("ncffn/abstract/licensing/cpu/nc-deficit-epoch2", SYN, "NC-FFN alone has a deficit on licensing "
           "(GELU better), wider at epoch two", PaperValue("a robust deficit"), at_least(0.01),
           runs=(_npi(), _npi(CPU_NC)), measure=gap_at(NPI_METRIC, 2 * epoch_steps("cpu", NPI)), unit="%",

@@ -22,7 +22,7 @@ from torch import nn
 from tinyscope.errors import check
 from tinyscope.models.transformer import Transformer, TransformerConfig
 from tinyscope.models.utils import count_parameters
-from tinyscope.studies.ncffn.quantifiers import QuantifierBlock, QuantifierConfig
+from tinyscope.studies.ncffn.quantifiers import QuantifierBlock, QuantifierConfig, optimizer_groups
 
 
 class QuantifiedTransformer(Transformer):
@@ -45,6 +45,11 @@ class QuantifiedTransformer(Transformer):
     def quantifier_blocks(self) -> dict[int, QuantifierBlock]:
         """The quantifier sublayer of each quantified layer, by layer index."""
         return {l: self.blocks[l].quant for l in self.quant_cfg.layers}
+
+    def optimizer_groups(self, lr: float, weight_decay: float) -> list[dict]:
+        """AdamW groups: the decay logits at ``quant.decay_lr_mult`` and ``quant.decay_weight_decay``
+        (:func:`~tinyscope.studies.ncffn.quantifiers.optimizer_groups`); the Trainer asks for them."""
+        return optimizer_groups(self, lr, weight_decay, self.quant_cfg)
 
 
 def quantifier_parameters(d_model: int, quant: QuantifierConfig, norm: str) -> int:

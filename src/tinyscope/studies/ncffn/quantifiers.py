@@ -11,6 +11,15 @@ with ``E_{-1} = P_{-1} = 0``. Unrolled, ``E_t = max_{s<=t} gamma^(t-s) M_s`` and
 ``lam = sigmoid(theta_lam)``, learned per unit and initialised sticky (``init_decay``, 0.99 by
 default: a half-life of ~69 tokens). A unit's half-life is ``ln 0.5 / ln gamma`` tokens.
 
+How the decay logits ``theta`` are optimised is open in the paper (digest: "per-unit learned
+decays, initialised at the non-forgetting limit"; the parametrisation is MISSING), so both knobs
+are parameters (:func:`optimizer_groups`): ``decay_lr_mult`` scales their AdamW rate, and
+``decay_weight_decay`` is their own AdamW weight decay, 0 by default. Decoupled weight decay on a
+logit pulls it to 0, i.e. the decay to 0.5 (a half-life of 1 token): applied to theta it
+shortens every half-life whether or not the loss asks for it, so a "learned" half-life would be
+the regulariser's (docs/results/ncffn.md measures this); nanoGPT's recipe, which the presets
+follow, likewise decays only the 2-D weight matrices.
+
 Two implementations that must agree (``tests/studies/ncffn/test_quantifiers.py``):
 
 * :func:`existential_loop` / :func:`proportion_loop`: the recurrences, a Python loop over time;
@@ -41,6 +50,8 @@ class QuantifierConfig:
     n_exist: int = 16        # soft-existential units per block
     n_prop: int = 16         # soft-proportion units per block
     init_decay: float = 0.99  # gamma and lam at init ("sticky", half-life ~69 tokens)
+    decay_lr_mult: float = 1.0  # AdamW rate of the decay logits theta, in units of train.lr
+    decay_weight_decay: float = 0.0  # AdamW (decoupled) weight decay of theta; train.weight_decay elsewhere
 
     def __post_init__(self):
         if isinstance(self.layers, int):
@@ -49,6 +60,10 @@ class QuantifierConfig:
         check(self.n_exist >= 0 and self.n_prop >= 0 and self.n_exist + self.n_prop >= 1,
               f"quant.n_exist={self.n_exist}, quant.n_prop={self.n_prop}: need >= 0 each and >= 1 unit in all")
         check(0.0 < self.init_decay < 1.0, f"quant.init_decay={self.init_decay} must lie in (0, 1)")
+        check(self.decay_lr_mult > 0 and math.isfinite(self.decay_lr_mult),
+              f"quant.decay_lr_mult={self.decay_lr_mult} must be a positive number")
+        check(self.decay_weight_decay >= 0 and math.isfinite(self.decay_weight_decay),
+              f"quant.decay_weight_decay={self.decay_weight_decay} must be a number >= 0")
 
 
 # ---------------------------------------------------------------- reference recurrences
@@ -202,3 +217,23 @@ class QuantifierBlock(nn.Module):
             p = proportion_loop(m[..., self.n_exist:], self.lam)  # (B, T, n_prop)
         e, p = self.hook_exist(e), self.hook_prop(p)
         return self.W_o(torch.cat([e, p], dim=-1))  # (B, T, D)
+
+
+# ---------------------------------------------------------------- optimisation of the decays
+def decay_parameters(module: nn.Module) -> list[nn.Parameter]:
+    """The decay logits (``theta_gamma``, ``theta_lam``) of every quantifier block in ``module``."""
+    return [p for m in module.modules() if isinstance(m, QuantifierBlock) for p in (m.theta_gamma, m.theta_lam)]
+
+
+def optimizer_groups(module: nn.Module, lr: float, weight_decay: float, quant: QuantifierConfig) -> list[dict]:
+    """AdamW parameter groups: every parameter at (``lr``, ``weight_decay``) except the decay
+    logits, at (``quant.decay_lr_mult * lr``, ``quant.decay_weight_decay``). ``base_lr`` is the
+    rate the trainer's schedule multiplies."""
+    decays = decay_parameters(module)
+    ids = {id(p) for p in decays}
+    rest = [p for p in module.parameters() if id(p) not in ids]
+    groups = [dict(params=rest, lr=lr, base_lr=lr, weight_decay=weight_decay)]
+    if decays:
+        dlr = lr * quant.decay_lr_mult
+        groups.append(dict(params=decays, lr=dlr, base_lr=dlr, weight_decay=quant.decay_weight_decay))
+    return groups
