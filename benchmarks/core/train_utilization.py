@@ -3,7 +3,8 @@
 For each trainable experiment with a ``cpu`` preset, two Trainers on copies of the same model:
 
 * ``preset``: the preset's ``train.precision``, ``train.threads``, ``train.compile`` and
-  ``train.prefetch``, resolved by the Trainer on this machine (``Trainer.prepare``);
+  ``train.prefetch``, resolved by the Trainer on this machine (``Trainer.prepare``, then the
+  training steps of ``prefetch=auto``'s trial, untimed here);
 * ``plain``: fp32, 1 thread, eager, no prefetch (the reference).
 
 Both run ``--steps`` timed training steps (``Trainer.train_step``: batch, forward, backward,
@@ -84,6 +85,8 @@ def measure(name: str, steps: int, rounds: int, compile: str = "preset") -> dict
     preset.prepare()
     preset.train_step()  # the first step (compiles where train.compile is on)
     first = time.perf_counter() - t0
+    while preset.prefetch_trial is not None:  # prefetch=auto decides on its first training steps
+        preset.train_step()
     plain.train_step()
     m = preset.machine
     dtype = torch.bfloat16 if m["precision"] == "bf16" else torch.float32
@@ -117,7 +120,8 @@ def main() -> None:
     for name in names:
         r = measure(name, args.steps, args.rounds, args.compile)
         utils.append(r["util"])
-        choice = f"{r['precision']} x{r['threads']}{' compiled' if r['compile'] else ''} (first step {r['first_s']:.1f} s)"
+        choice = (f"{r['precision']} x{r['threads']}{' compiled' if r['compile'] else ''}"
+                  f"{' prefetch' if r.get('prefetch') else ''} (first step {r['first_s']:.1f} s)")
         print(f"{name:40s} {r['flops'] / 1e9:7.3f} {r['plain_s'] * 1e3:9.1f} {r['preset_s'] * 1e3:9.1f} "
               f"{r['speedup']:7.2f} {r['util_plain']:10.3f} {r['util']:6.3f} {r['peak_gflops']:9.1f}  {choice}",
               flush=True)

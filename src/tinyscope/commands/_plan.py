@@ -71,7 +71,8 @@ def machine_line(cfg: Any) -> str:
     train = cfg.train
     device = resolve_device(train.device)
     precision = getattr(train, "precision", "bf16" if device.type == "cuda" and train.amp else "fp32")
-    line = machine.describe(precision, train.threads, bool(getattr(train, "compile", False)), device, train.steps)
+    line = machine.describe(precision, train.threads, bool(getattr(train, "compile", False)), device, train.steps,
+                            prefetch=getattr(train, "prefetch", False))
     own = " (and the experiment's own bf16=true)" if getattr(cfg, "bf16", False) else ""
     return f"{line}{own}, device {device}"
 

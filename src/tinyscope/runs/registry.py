@@ -163,9 +163,28 @@ def experiments() -> list["Experiment"]:
     return [_REGISTRY[n] for n in names()]
 
 
+def _import_error_of(name: str) -> str | None:
+    """Why experiment ``name`` is missing when a study that declares it in its catalog failed
+    to import (an installation or a bug, not a misspelt name)."""
+    for study in study_names():
+        errors = [e for key, e in IMPORT_ERRORS.items() if key == study or key.startswith(f"{STUDIES_PACKAGE}.{study}.")]
+        if not errors:
+            continue
+        try:
+            declared = importlib.import_module(f"{STUDIES_PACKAGE}.{study}.{CATALOG_MODULE}").EXPERIMENTS
+        except Exception:  # noqa: BLE001 - no catalog: cannot tell, the plain message stands
+            continue
+        if any(row[0] == name for row in declared):
+            return f"study {study!r} failed to import ({errors[0]})"
+    return None
+
+
 def get(name: str) -> "Experiment":
     _load_all()
     if name not in _REGISTRY:
+        broken = _import_error_of(name)
+        if broken:
+            raise ConfigError(f"experiment {name!r} is not available: {broken}")
         close = difflib.get_close_matches(name, _REGISTRY, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"unknown experiment {name!r}{hint}; `tinyscope list` shows all {len(_REGISTRY)}")

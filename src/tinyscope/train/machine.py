@@ -19,7 +19,7 @@ API (what the trainer and ``tinyscope run --dry-run`` use):
 * ``measures(steps, world)``: whether ``auto`` measures at all. The rule: a run of fewer than
   :data:`AUTO_MIN_STEPS` steps, or one of several processes, does not measure: it takes one
   thread and fp32 on a CPU (bf16 on CUDA), so smoke runs pay nothing for the choice.
-* ``describe(precision, threads, compile, device, steps, world=1) -> str``: one line saying
+* ``describe(precision, threads, compile, device, steps, world=1, prefetch=False) -> str``: one line saying
   what a run with these settings would use, without measuring (for ``--dry-run``).
 """
 from __future__ import annotations
@@ -165,11 +165,16 @@ def choose_threads(requested: int | str, steps: int, time_step: Callable[[int], 
     return int(fastest(times, list(cands)))
 
 
-def describe(precision: str, threads: int | str, compile: bool, device, steps: int, world: int = 1) -> str:
+def describe(precision: str, threads: int | str, compile: bool, device, steps: int, world: int = 1,
+             prefetch: bool | str = False) -> str:
     """What a run with these settings would use on this machine, in one line, measuring nothing
     but the cached bf16 matmul probe."""
     precs = precision_candidates(precision, device, steps, world)
     threads_c = thread_candidates(threads, steps, world) if _device_type(device) == "cpu" else (torch.get_num_threads(),)
     p = precs[0] if len(precs) == 1 else "/".join(precs) + " (the faster over the first steps)"
     t = str(threads_c[0]) if len(threads_c) == 1 else "/".join(map(str, threads_c)) + " (the fastest over the first steps)"
-    return f"precision {p}, threads {t}, compile {'on' if compile else 'off'}"
+    if prefetch == "auto":
+        f = "on/off (the faster over the first steps)" if measures(steps, world) else "off"
+    else:
+        f = "on" if prefetch else "off"
+    return f"precision {p}, threads {t}, compile {'on' if compile else 'off'}, prefetch {f}"

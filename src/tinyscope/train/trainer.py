@@ -37,7 +37,7 @@ from tinyscope.train import machine
 from tinyscope.train.distributed import DistInfo, setup
 from tinyscope.train.loggers import LOGGERS, curve_logger
 from tinyscope.train.optim import MuonAdamW, muon_param_groups
-from tinyscope.train.prefetch import Prefetcher
+from tinyscope.train.prefetch import Prefetcher, PrefetchTrial
 from tinyscope.train.schedule import lr_multiplier
 from tinyscope.train.stopping import Selection, StopRules
 
@@ -121,7 +121,7 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # bf16: autocast of the training forward (train/machine.py)
     threads: int | Literal["auto"] = "auto"   # torch intra-op threads: N, 0 = leave as is, auto = the fastest (machine.py)
     compile: bool = False                     # torch.compile the training forward (eager, with one warning, if it fails)
-    prefetch: bool = True                     # draw the next batch on a background thread (same bytes)
+    prefetch: bool | Literal["auto"] = "auto"  # draw the next batch on a background thread (same bytes); auto: where it is faster
     amp: bool | None = None                   # before precision: True = bf16 on CUDA only; read from old config.json
     logger: Literal["none", "tensorboard", "mlflow"] = "none"  # also mirror metrics.jsonl (train/loggers.py)
     mlflow_uri: str = ""                      # logger=mlflow: tracking URI ("": $MLFLOW_TRACKING_URI, else RUN/mlflow.db)
@@ -157,7 +157,7 @@ class TrainConfig:
 
 
     def _normalize_machine_fields(self) -> None:
-        """``threads`` as an int or "auto"; the old ``amp`` flag mapped onto ``precision`` (amp=True
+        """``threads`` as an int or "auto", ``prefetch`` as a bool or "auto"; the old ``amp`` flag mapped onto ``precision`` (amp=True
         meant bf16 autocast on CUDA and fp32 on a CPU, amp=False fp32 everywhere)."""
         threads = self.threads.strip() if isinstance(self.threads, str) else self.threads
         if isinstance(threads, str) and threads != "auto":
@@ -169,6 +169,11 @@ class TrainConfig:
             raise ConfigError(f"train.threads={self.threads!r} must be auto or an integer >= 0 (0 leaves torch's count)")
         check(threads == "auto" or threads >= 0, f"train.threads={threads} must be auto or an integer >= 0")
         self.threads = threads
+        prefetch = self.prefetch.strip().lower() if isinstance(self.prefetch, str) else self.prefetch
+        prefetch = {"true": True, "false": False}.get(prefetch, prefetch) if isinstance(prefetch, str) else prefetch
+        if not (prefetch == "auto" or isinstance(prefetch, bool)):
+            raise ConfigError(f"train.prefetch={self.prefetch!r} must be auto, true or false")
+        self.prefetch = prefetch
         check_choice("train.precision", self.precision, ("auto", "fp32", "bf16"))
         if self.amp is not None:
             on_cuda = self.device.startswith("cuda") or (self.device == "auto" and torch.cuda.is_available())
@@ -246,7 +251,8 @@ class Trainer:
         self.saved_step: int | None = None  # the step of the last resume checkpoint written or loaded
         self.last_metrics: dict = {}
         self.machine: dict = {}  # the resolved precision, threads and compile (fit's first steps choose them)
-        self.prefetcher = Prefetcher(self._draw, enabled=cfg.prefetch)
+        self.prefetcher = Prefetcher(self._draw, enabled=cfg.prefetch is True)
+        self.prefetch_trial: PrefetchTrial | None = None  # train.prefetch=auto's timed first steps
         self.curves = curve_logger(cfg.logger, self.run_dir if self.writes else None, cfg.mlflow_uri)
 
     def _optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -507,6 +513,7 @@ class Trainer:
             self.machine = {"precision": precision, "threads": int(threads)}
         torch.set_num_threads(int(self.machine["threads"]))
         self.machine["compile"] = bool(cfg.compile)
+        self._choose_prefetch()
         if cfg.optimizer == "muon":
             self.machine["muon_ns"] = "bf16" if self.muon_ns_bf16 else "fp32"
         self._eager_model = self.train_model
@@ -515,6 +522,34 @@ class Trainer:
             self.train_model = torch.compile(self.train_model)
             self._compile_unchecked = True
         log.info("training with %s", ", ".join(f"{k} {v}" for k, v in self.machine.items()))
+
+    def _choose_prefetch(self) -> None:
+        """``train.prefetch``: true or false as asked; ``auto`` keeps a resumed run's choice, is off
+        for a run that does not measure (:func:`machine.measures`), and is otherwise decided by a
+        :class:`PrefetchTrial` over the first training steps (``machine["prefetch"]`` is set when
+        it ends)."""
+        cfg = self.cfg
+        if cfg.prefetch != "auto":
+            self.machine["prefetch"] = bool(cfg.prefetch)
+        elif "prefetch" not in self.machine:
+            if machine.measures(cfg.steps - self.step, self.dist.world):
+                self.prefetch_trial = PrefetchTrial()
+            else:
+                self.machine["prefetch"] = False
+        self.prefetcher.enabled = bool(self.machine.get("prefetch", False))
+
+    def _trial_step(self, seconds: float, counted: bool) -> None:
+        """Record one timed step of the prefetch trial; at its end, fix the choice."""
+        trial = self.prefetch_trial
+        trial.record(seconds, counted)
+        if trial.done:
+            self.machine["prefetch"] = trial.choice()
+            self.prefetch_trial = None
+            log.info("train.prefetch=auto: %s (fastest block: %s per step)", "on" if self.machine["prefetch"] else "off",
+                     ", ".join(f"{'on' if k else 'off'} {min(v) * 1e3:.1f} ms" for k, v in trial.times.items() if v))
+            self.prefetcher.enabled = self.machine["prefetch"]
+        else:
+            self.prefetcher.enabled = trial.prefetching
 
     def _time_warmup(self, precs: tuple[str, ...], counts: tuple[int, ...], rounds: int = 3) -> tuple[str, int]:
         """The fastest (precision, threads) over ``rounds`` interleaved timed steps each on a copy
@@ -620,6 +655,7 @@ class Trainer:
         (the next one drawn ahead unless the step ends at an evaluation or a checkpoint), forward
         and backward, the divergence checks and clipping. Returns the rate multiplier."""
         cfg = self.cfg
+        t_start = time.perf_counter() if self.prefetch_trial is not None else 0.0
         mult = lr_multiplier(self.step, total=cfg.steps, warmup_steps=cfg.warmup_steps,
                              warmup_start=cfg.warmup_start, kind=cfg.schedule, min_ratio=cfg.min_lr_ratio,
                              decay_fraction=cfg.decay_fraction)
@@ -647,6 +683,8 @@ class Trainer:
         self.step += 1
         self.loss_sum += value
         self.loss_count += 1
+        if self.prefetch_trial is not None:
+            self._trial_step(time.perf_counter() - t_start, counted=not self._boundary(self.step))
         return mult
 
     def _fit(self, t0: float) -> TrainResult:

@@ -5,6 +5,8 @@ import sys
 import pytest
 
 from tinyscope.cli import main
+from tinyscope.errors import ConfigError
+from tinyscope.runs import registry
 
 
 def run_cli(capsys, *argv):
@@ -92,3 +94,15 @@ def test_help_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
+
+
+def test_an_experiment_of_a_study_that_failed_to_import_says_why(monkeypatch):
+    """A study broken by an installation or a bug is not reported as a misspelt name."""
+    registry.get("theia-kleene")  # everything loaded
+    monkeypatch.delitem(registry._REGISTRY, "theia-kleene")
+    monkeypatch.setitem(registry.IMPORT_ERRORS, "tinyscope.studies.theia.experiment", "ImportError: no module named x")
+    with pytest.raises(ConfigError, match=r"'theia-kleene' is not available: study 'theia' failed to import "
+                                          r"\(ImportError: no module named x\)"):
+        registry.get("theia-kleene")
+    with pytest.raises(ConfigError, match="unknown experiment 'theia-kleen'"):
+        registry.get("theia-kleen")

@@ -56,7 +56,18 @@ def test_more_threads_only_on_a_clear_win(monkeypatch):
 
 def test_describe_names_what_a_run_would_use():
     line = machine.describe("fp32", 1, False, "cpu", 100)
-    assert line == "precision fp32, threads 1, compile off"
+    assert line == "precision fp32, threads 1, compile off, prefetch off"
+    assert machine.describe("fp32", 1, False, "cpu", 100, prefetch="auto").endswith("prefetch off")  # too short to decide
+    assert machine.describe("fp32", 1, False, "cpu", 5000, prefetch="auto").endswith(
+        "prefetch on/off (the faster over the first steps)")
+
+
+def test_prefetch_in_configs():
+    assert TrainConfig().prefetch == "auto"
+    assert from_dict(TrainConfig, {"prefetch": "false"}).prefetch is False
+    assert from_dict(TrainConfig, {"prefetch": "auto"}).prefetch == "auto"
+    with pytest.raises(ConfigError, match="train.prefetch"):
+        from_dict(TrainConfig, {"prefetch": "sometimes"})
 
 
 def test_threads_and_the_old_amp_flag_in_configs():
