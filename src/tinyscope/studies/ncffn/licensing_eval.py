@@ -3,7 +3,8 @@
 For each phenomenon of :data:`~tinyscope.studies.ncffn.licensing_npi.PHENOMENA`:
 
 * ``slot_acc_<ph>``: top-1 accuracy at the slot of held-out sentences (the word after ``has``),
-  ``slot_acc_bayes_<ph>`` its exact Bayes ceiling (:func:`~.licensing_npi.slot_ceiling`);
+  ``slot_acc_bayes_<ph>`` its exact Bayes ceiling (:func:`~.licensing_npi.slot_ceiling`) and
+  ``slot_acc_bayes_set_<ph>`` the Bayes predictor's accuracy on these very sentences;
 * ``pair_acc_<ph>``: share of minimal pairs whose grammatical member has the higher total
   log-probability (BLiMP's full-sentence comparison), ``pair_acc_bayes_<ph>`` the share the
   grammar itself ranks right (1 when ungrammatical sentences have probability 0).
@@ -43,12 +44,14 @@ def phenomenon_metrics(model: torch.nn.Module, sets: dict, grammar: NPIGrammar) 
     slot_hit = (pred[rows, slot - 1] == torch.from_numpy(sets["tokens"][rows, slot])).numpy()
     good = sets["pair_good"]
     pair_hit = (lp[good] > lp[good + 1]).numpy()
+    sentence_phenomenon = sets["phenomenon"][sets["role"] == 0]
     out = {}
     for ph, name in enumerate(PHENOMENA):
         sent = (sets["role"] == 0) & (sets["phenomenon"] == ph)
         pairs = sets["phenomenon"][good] == ph
         out[f"slot_acc_{name}"] = float(slot_hit[sent].mean())
         out[f"slot_acc_bayes_{name}"] = slot_ceiling(grammar, ph)
+        out[f"slot_acc_bayes_set_{name}"] = float(sets["bayes_slot_correct"][sentence_phenomenon == ph].mean())
         out[f"pair_acc_{name}"] = float(pair_hit[pairs].mean())
         out[f"pair_acc_bayes_{name}"] = float(sets["bayes_pair_correct"][pairs].mean())
     out["npi_slot_acc"] = float(np.mean([out[f"slot_acc_{n}"] for n in PHENOMENA]))
