@@ -221,14 +221,16 @@ class NCLMExperiment(Experiment):
             from tinyscope.studies.ncffn.licensing_eval import phenomenon_metrics
 
             sets, grammar = task.phenomenon_sets(), cfg.task.grammar
-            return lambda model: lm_metrics(model, tokens, targets, None) | phenomenon_metrics(model, sets, grammar)
-        slot = torch.from_numpy(ev.meta["slot"]) if "slot" in ev.meta else None
+            base = lambda model: lm_metrics(model, tokens, targets, None) | phenomenon_metrics(model, sets, grammar)  # noqa: E731
+        else:
+            slot = torch.from_numpy(ev.meta["slot"]) if "slot" in ev.meta else None
+            base = lambda model: lm_metrics(model, tokens, targets, slot)  # noqa: E731
         probe = tokens[:cfg.eval.legibility_windows]
 
-        def evaluate(model):
+        def evaluate(model):  # and per layer: quantifier half-lives, two-operand logic of the NC-FFN pairs
             from tinyscope.studies.ncffn.legibility_training import layer_metrics
 
-            return lm_metrics(model, tokens, targets, slot) | layer_metrics(model, probe)
+            return base(model) | layer_metrics(model, probe)
 
         return evaluate
 
