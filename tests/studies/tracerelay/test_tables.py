@@ -77,12 +77,16 @@ def test_table4_lists_most_freq_diagnostics_and_baselines(runs_dir):
 
 def test_table5_has_one_row_per_run_with_exposure(runs_dir, capsys):
     table = get_table("tracerelay-table5").build(load_records(runs_dir))
-    assert [row[:3] for row in table.rows] == [["ER / On", 8, 1], ["ER / On", 8, 2], ["ER / Off", 8, 1],
-                                               ["Dyck / On", 8, 1], ["MF / On", 8, 1]]
+    assert [row[:4] for row in table.rows] == [["ER / On", 8, "smoke", 1], ["ER / On", 8, "smoke", 2],
+                                               ["ER / Off", 8, "smoke", 1], ["Dyck / On", 8, "smoke", 1],
+                                               ["MF / On", 8, "smoke", 1]]
     results = json.loads((runs_dir / "tracerelay-dyck-s1" / "results.json").read_text())
-    assert table.rows[3][4] == "2†" and table.rows[3][7] == f"{results['n_parameters']:,}"
+    assert table.rows[3][5] == "2†" and table.rows[3][8] == f"{results['n_parameters']:,}" and table.rows[3][9] == "–"
+    m = _metrics(runs_dir, "tracerelay-most-freq", 1)
+    assert m["tf_greedy_n"] == 8 * 4  # 8 final examples at each of 8, 12, 256, 1024
+    assert table.rows[4][9] == f"{int(m['tf_greedy_disagree'])} / 32"
     assert main(["report", str(runs_dir), "--table", "tracerelay-table5"]) == 0
-    assert "| Dyck / On | 8 | 1 |" in capsys.readouterr().out
+    assert "| Dyck / On | 8 | smoke | 1 |" in capsys.readouterr().out
 
 
 def test_report_draws_figures_2_to_5_from_the_runs(runs_dir):

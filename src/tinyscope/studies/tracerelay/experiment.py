@@ -17,7 +17,8 @@ teacher-forced). ``id_acc`` / ``id_ce`` are unweighted means over the ID lengths
 selection, tie-break and stopping metrics. Final evaluation adds OOD lengths, Dyck slices
 (``dist{bin}_acc@T`` / ``dist{bin}_n@T``, ``depth{d}_acc@T`` / ``depth{d}_n@T``; empty bins are
 omitted, not zero) and Most-Freq diagnostics, shortcut baselines and teacher-forced / greedy
-disagreement counts (``tf_greedy_disagree@T``, their sum and maximum).
+disagreement counts (``tf_greedy_disagree@T``, their sum and maximum, and ``tf_greedy_n``, the
+number of examples they are counted over).
 
 One class, :class:`TraceRelayExperiment`, serves every task: what differs between tasks is a
 :class:`TaskSpec` (task and config classes, presets, scoring, and whether the task is a
@@ -196,9 +197,10 @@ class TraceRelayExperiment(Experiment):
     def final_evaluation(self, cfg, task, model) -> dict:
         model.eval()
         out: dict[str, float] = {}
-        id_acc, id_ce = [], []
+        id_acc, id_ce, n_examples = [], [], 0
         for T, is_id, batch in self.final_sets(cfg, task):
             m = self.score(model, task, batch, cfg, final=True)
+            n_examples += len(batch)
             out.update({f"{k}@{T}": float(v) for k, v in m.items()})
             if is_id:
                 id_acc.append(m["acc"])
@@ -207,6 +209,7 @@ class TraceRelayExperiment(Experiment):
         disagree = [v for k, v in out.items() if k.startswith("tf_greedy_disagree@")]
         if disagree:  # Most-Freq: examples whose teacher-forced and greedy exactness differ (App. A)
             out["tf_greedy_disagree"], out["tf_greedy_disagree_max"] = float(sum(disagree)), float(max(disagree))
+            out["tf_greedy_n"] = float(n_examples)  # the examples behind the count (the paper: 18 of 46,080)
         if self.spec.classification:
             labels = self.final_set(cfg, task, cfg.eval.id_lengths[-1], cfg.eval.n_final).meta["label"]
             counts = np.bincount(labels, minlength=task.n_out)
