@@ -5,6 +5,7 @@ quantifiers, at equal parameter count, on the synthetic licensing language or a 
     tinyscope run ncffn-lm --preset cpu --set model.ffn=nc                      # NC-FFN
     tinyscope run ncffn-lm --preset cpu --set model.ffn=nc --set quant.layers=0,1   # + quantifiers
     tinyscope run ncffn-lm --preset cpu --set data.path=book.txt --set data.level=char
+    tinyscope run ncffn-lm --preset cpu --set task.language=npi   # the harder npi licensing language
 
 ``model.vocab_size`` comes from the task (licensing vocabulary, 256 bytes, or the file's
 characters); windows are ``model.n_ctx`` tokens. With ``match_params=true`` (default) the FFN of
@@ -14,7 +15,9 @@ without quantifiers (NC-FFN itself is parameter-neutral). Presets: ``smoke`` (se
 ``--set data.path=openwebtext.txt``; byte-level, since tinyscope ships no BPE tokenizer).
 
 results.json: the held-out :func:`lm_metrics`, ``params_total|ffn|quantifiers``, and with
-quantifiers the half-life summary and, on the licensing language, :func:`detector_counts`.
+quantifiers the half-life summary and, on the classic licensing language, :func:`detector_counts`;
+on the npi language the per-phenomenon slot and minimal-pair accuracies of
+:func:`~tinyscope.studies.ncffn.licensing_eval.phenomenon_metrics`, at every evaluation.
 ``eval.eval_seed`` draws fresh held-out windows (`tinyscope eval RUN --seed S`).
 """
 from __future__ import annotations
