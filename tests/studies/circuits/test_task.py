@@ -24,6 +24,7 @@ from tinyscope.studies.circuits.grammar import (
     tokenize,
 )
 from tinyscope.studies.circuits.reduction import reduce_all, reduce_once
+from tinyscope.studies.circuits.task import LogicTask, LogicTaskConfig
 
 
 @pytest.mark.parametrize("text, value", [
@@ -192,3 +193,18 @@ def test_sampler_mean_size_matches_its_recurrence():
     lengths = [len(to_symbols(BOOLEAN, sample_expression(BOOLEAN, rng, d, p))) for _ in range(3000)]
     se = np.std(lengths) / np.sqrt(len(lengths))
     assert abs(np.mean(lengths) - sizes[d]) < 4 * se
+
+
+def test_subproblem_balance_makes_every_depth1_bag_equally_frequent():
+    from tinyscope.studies.circuits.enumeration import subproblem_key, subproblem_weights
+
+    one = enumerate_depth(ARITHMETIC, 1)
+    w = subproblem_weights(ARITHMETIC, one)
+    assert w[one.index(("+", (4, 4)))] == 2 and w[one.index(("+", (4, 5)))] == 1  # (4+5), (5+4) share a bag
+    bags = Counter(subproblem_key(e) for e, k in zip(one, w) for _ in range(k))
+    assert set(bags.values()) == {2} and len(bags) == 110
+    deep = ("*", (("+", (4, 4)), ("+", (9, 9))))
+    assert subproblem_weights(ARITHMETIC, [deep, ("+", (("*", (2, 3)), 7))]).tolist() == [4, 1]
+    task = LogicTask(LogicTaskConfig(grammar="boolean", subproblem_balance=True))
+    spans = Counter(subproblem_key(e) for e in task.depth1)
+    assert len(set(spans.values())) == 1  # Boolean: (1∧0) and (0∧1) share a bag, (1∧1) is alone

@@ -87,10 +87,14 @@ def boolean_mlp() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return w_in, np.zeros(h), w_out, b_out
 
 
-def listops_mlp() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(W_in (128, 16), b_in, W_out (16, 128), b_out) of the closed-form ListOps lookup."""
-    g = get_grammar("listops")
-    D, h = g.D, 128
+def listops_mlp(g: Grammar | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(W_in (h, 16), b_in, W_out (16, h), b_out) of the closed-form ListOps lookup: h = 128 for
+    ``listops`` (90 units used), h = 170 for ``listops-lra`` (all used; see :func:`_lra_median_units`)."""
+    g = get_grammar("listops") if g is None else g
+    max_args = max(max(arities) for arities, _ in g.operators.values())
+    gate = max(GATE, 9 * max_args + 10)  # beats the largest SM ramp argument, 9 * max_args + 1
+    lra = g.name == "listops-lra"
+    D, h = g.D, (20 + 20 + 37 + 9 * max_args + 3) if lra else 128
     digit = [g.literal_id(k) for k in range(10)]
     w_in, b_in, w_out = np.zeros((h, D)), np.zeros(h), np.zeros((D, h))
     unit = 0
@@ -104,26 +108,59 @@ def listops_mlp() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return unit - 1
 
     # order statistics: z_k = coef * L_k - n_coef * n - const >= 0, gated by the operator
-    for op, coef, n_coef, const in (("MAX", 1, 1, 0), ("MIN", 1, 0, 1), ("MED", 2, 1, 0)):
+    stats = (("MAX", 1, 1, 0), ("MIN", 1, 0, 1)) + (() if lra else (("MED", 2, 1, 0),))
+    for op, coef, n_coef, const in stats:
         gate_col = g.sym_id(op)
         for k in range(10):
-            lin = {digit[j]: coef * (j <= k) - n_coef for j in range(10)} | {gate_col: GATE}
-            hi = add_unit(lin, 1.0 - const - GATE)   # relu(z + 1)
-            lo = add_unit(lin, 0.0 - const - GATE)   # relu(z)
+            lin = {digit[j]: coef * (j <= k) - n_coef for j in range(10)} | {gate_col: gate}
+            hi = add_unit(lin, 1.0 - const - gate)   # relu(z + 1)
+            lo = add_unit(lin, 0.0 - const - gate)   # relu(z)
             # step s_k = hi - lo counts +1 for result k and -1 for result k + 1
             w_out[digit[k], hi] += 2
             w_out[digit[k], lo] -= 2
             if k + 1 < 10:
                 w_out[digit[k + 1], hi] -= 2
                 w_out[digit[k + 1], lo] += 2
-    # SM: r_t = relu(S - t) for t = -1..28; [S = v] = r_{v-1} - 2 r_v + r_{v+1}
-    sum_lin = {digit[j]: float(j) for j in range(10)} | {g.sym_id("SM"): GATE}
-    ramp = {t: add_unit(sum_lin, -t - GATE) for t in range(-1, 29)}
-    for v in range(28):
+    if lra:
+        _lra_median_units(g, add_unit, w_out, gate)
+    # SM: r_t = relu(S - t) for t = -1..9 max_args + 1; [S = v] = r_{v-1} - 2 r_v + r_{v+1}
+    sum_lin = {digit[j]: float(j) for j in range(10)} | {g.sym_id("SM"): gate}
+    top = 9 * max_args
+    ramp = {t: add_unit(sum_lin, -t - gate) for t in range(-1, top + 2)}
+    for v in range(top + 1):
         k = digit[v % 10]
         for t, w in ((v - 1, 1), (v, -2), (v + 1, 1)):
             w_out[k, ramp[t]] += 2 * w
     return w_in, b_in, w_out, -np.ones(D)
+
+
+def _lra_median_units(g: Grammar, add_unit, w_out: np.ndarray, gate: float) -> None:
+    """MED as the integer part of the median (37 units). With n operands and L_k = #{operands <= k},
+    the two middle order statistics are lo = #{k : 2 L_k < n} and hi = #{k : 2 L_k <= n} (equal for
+    odd n), and the result is floor((lo + hi) / 2). Logit j is
+    ``-2[(lo - j)^2 + (hi - j)^2] - j + 94 [MED]``: as a function of j it is
+    ``-4 (j - (lo+hi)/2)^2 - j + const``, largest at the nearest integer with ties to the lower
+    one, at least 1 above the others, and positive (>= 94 - 2 * 81/2 - 1 - 9). Any function of lo is
+    ``f(0) + sum_k [lo > k] (f(k+1) - f(k))``; the steps ``[lo > k] = s(n - 2 L_k - 1)`` and
+    ``[hi > k] = s(n - 2 L_k)`` come from ``s(z) = relu(z + 1) - relu(z)`` as for the other order
+    statistics, gated by the operator; the constant sits on one unit that is 1 exactly on MED rows."""
+    digit = [g.literal_id(k) for k in range(10)]
+    col = g.sym_id("MED")
+
+    def f(j: int, x: int) -> float:
+        return -2.0 * (x - j) ** 2
+
+    for shift in (1, 0):  # lo's steps (n - 2 L_k - 1 >= 0), then hi's (n - 2 L_k >= 0)
+        for k in range(9):
+            lin = {digit[d]: 1 - 2 * (d <= k) for d in range(10)} | {col: gate}
+            up = add_unit(lin, 1.0 - shift - gate)
+            down = add_unit(lin, 0.0 - shift - gate)
+            for j in range(10):
+                w_out[digit[j], up] += f(j, k + 1) - f(j, k)
+                w_out[digit[j], down] -= f(j, k + 1) - f(j, k)
+    on = add_unit({col: gate}, 1.0 - gate)  # 1 on MED rows, 0 elsewhere
+    for j in range(10):
+        w_out[digit[j], on] += 2 * f(j, 0) - j + 95.0  # +95 - 1 (b_out) = 94
 
 
 @lru_cache(maxsize=None)
@@ -164,8 +201,8 @@ def fitted_mlp(grammar_name: str, d_hidden: int, act: str, seed: int = 0, margin
 def construction_mlp(g: Grammar) -> tuple[np.ndarray, ...]:
     if g.name == "boolean":
         return boolean_mlp()
-    if g.name == "listops":
-        return listops_mlp()
+    if g.name in ("listops", "listops-lra"):
+        return listops_mlp(g)
     cfg = CircuitConfig(grammar=g.name)
     return fitted_mlp(g.name, cfg.d_hidden, cfg.act)
 
@@ -173,9 +210,9 @@ def construction_mlp(g: Grammar) -> tuple[np.ndarray, ...]:
 def construct(name: str | Grammar) -> CircuitTransformer:
     """A CircuitTransformer with the hand-set weights for ``name`` (boolean | arithmetic | listops)."""
     g = get_grammar(name)
-    model = CircuitTransformer(CircuitConfig(grammar=g.name))
     wq, wk = routing_matrices(g)
     w_in, b_in, w_out, b_out = construction_mlp(g)
+    model = CircuitTransformer(CircuitConfig(grammar=g.name, d_hidden=w_in.shape[0]))
     pe = np.zeros(g.D)
     pe[0], pe[1] = 1.0, -1.0
     with torch.no_grad():

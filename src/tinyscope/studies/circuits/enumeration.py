@@ -14,6 +14,9 @@ from tinyscope.errors import check_choice
 from tinyscope.studies.circuits.grammar import Expr, Grammar
 
 
+MAX_ENUMERATED = 10_000_000  # enumerate_depth refuses larger sets (listops-lra depth 1: 4.4e10)
+
+
 def _operand_tuples(pool: Sequence[Expr], arity: int, need: Callable[[tuple], bool]) -> list[tuple]:
     return [c for c in product(pool, repeat=arity) if need(c)]
 
@@ -25,6 +28,8 @@ def enumerate_depth(g: Grammar, d: int) -> list[Expr]:
     """
     if d not in (1, 2):
         raise ValueError(f"enumerate_depth handles depth 1 or 2, got {d}; sample deeper ones")
+    if count_depth(g, d) > MAX_ENUMERATED:
+        raise ValueError(f"{g.name} has {count_depth(g, d):,} expressions of depth {d}; sample them instead")
     lits: list[Expr] = list(g.literals)
     if d == 1:
         pool, need = lits, (lambda c: True)
@@ -66,6 +71,42 @@ def balance(values: np.ndarray, how: str = "upsample") -> np.ndarray:
     return np.concatenate([np.resize(idx, size) for idx in groups])
 
 
+def subproblem_key(e: Expr) -> tuple:
+    """The bag of a depth-1 expression: its operator and the sorted multiset of its operands
+    (what the per-cluster attention hands the MLP, so expressions with one key are one lookup case)."""
+    return (e[0], tuple(sorted(e[1])))
+
+
+def subproblem_weights(g: Grammar, exprs: Sequence[Expr]) -> np.ndarray:
+    """Integer repeat counts that make every depth-1 sub-problem (bag) equally frequent.
+
+    A bag shared by ``c`` depth-1 expressions (``(4+5)`` and ``(5+4)``: c = 2; ``(4+4)``: c = 1)
+    weighs ``round(c_max / c)``; an expression's weight is the product over the depth-1 spans it
+    reduces in one step (its depth-1 sub-expressions; itself at depth 1). Without it a bag with
+    repeated operands is reduced half as often as the others in the enumerated depth-1/2 sets.
+    """
+    counts: dict[tuple, int] = {}
+    for e in enumerate_depth(g, 1):
+        k = subproblem_key(e)
+        counts[k] = counts.get(k, 0) + 1
+    top = max(counts.values())
+    w_bag = {k: max(1, round(top / c)) for k, c in counts.items()}
+
+    def weight(e: Expr) -> int:
+        w, stack = 1, [e]
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, tuple):
+                continue
+            if all(not isinstance(c, tuple) for c in node[1]):
+                w *= w_bag[subproblem_key(node)]
+            else:
+                stack.extend(node[1])
+        return w
+
+    return np.array([weight(e) for e in exprs], dtype=np.int64)
+
+
 def sample_expression(g: Grammar, rng: np.random.Generator, d: int, p_deep: float = 0.4) -> Expr:
     """A random expression of depth exactly ``d``.
 
@@ -93,6 +134,24 @@ def sample_expression(g: Grammar, rng: np.random.Generator, d: int, p_deep: floa
 
 def sample_expressions(g: Grammar, rng: np.random.Generator, d: int, n: int, p_deep: float = 0.4) -> list[Expr]:
     return [sample_expression(g, rng, d, p_deep) for _ in range(n)]
+
+
+def sample_lra_expression(g: Grammar, rng: np.random.Generator, max_depth: int = 10, max_args: int = 10,
+                          value_p: float = 0.25) -> Expr:
+    """A random ListOps expression drawn the way the Long Range Arena generator draws them: below
+    ``max_depth`` each operand is an operation with probability ``value_p`` (else a uniform digit),
+    an operation takes a uniform operator and a uniform number of operands in 2..``max_args``; the
+    root is always an operation. (LRA also keeps only sequences of 500-2,000 tokens; filter on
+    length to match that.)"""
+    ops = list(g.operators)
+
+    def node(level: int) -> Expr:
+        k = int(rng.integers(2, max_args + 1))
+        kids = tuple(node(level + 1) if level < max_depth and rng.random() < value_p else int(rng.integers(10))
+                     for _ in range(k))
+        return (ops[int(rng.integers(len(ops)))], kids)
+
+    return node(1)
 
 
 def pad_batch(g: Grammar, seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

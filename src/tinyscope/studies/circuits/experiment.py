@@ -94,7 +94,7 @@ _SPE_CACHE: dict = {}
 
 
 def steps_per_epoch(task_cfg: LogicTaskConfig, batch_size: int) -> int:
-    key = (task_cfg.grammar, task_cfg.balance, task_cfg.depth2_samples, batch_size)
+    key = (task_cfg.grammar, task_cfg.balance, task_cfg.subproblem_balance, task_cfg.depth2_samples, batch_size)
     if key not in _SPE_CACHE:
         _SPE_CACHE[key] = LogicTask(task_cfg).steps_per_epoch(batch_size)
     return _SPE_CACHE[key]

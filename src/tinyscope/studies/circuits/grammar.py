@@ -11,12 +11,15 @@ grammar         vocabulary (ids 0..D-1)                        D     form    ope
 ``boolean``     ( ) 1 0 ∧ ∨ ∼                                  7     infix   ∧ ∨: 2, ∼: 1
 ``arithmetic``  ( ) 0-9 + *   (values mod 10)                  14    infix   2
 ``listops``     ( ) 0-9 MAX MIN SM MED                         16    prefix  2 or 3
+``listops-lra`` the same                                       16    prefix  2 to 10
 =============== ============================================== ===== ======= =================
 
 Id ``D`` is BLANK, the zero vector: in ListOps one BLANK follows every ``)`` (adjacent prefix
 subexpressions would otherwise touch and merge into one reduction span), and BLANK pads batches.
 MED of an even number of operands takes the lower one (index ``(n-1)//2`` of the sorted list);
-SM is the sum mod 10.
+SM is the sum mod 10. ``listops-lra`` follows the Long Range Arena generator instead: 2 to 10
+operands and MED the integer part of the median (an even count averages the two middle values,
+rounded down); everything else as ``listops``.
 
 An expression is a literal value (``int``) or a node ``(op, (child, ...))``. Its depth is 0 for a
 literal and 1 + the deepest child for a node. Everything here is numpy / pure Python; one
@@ -49,6 +52,13 @@ class ParseError(TinyscopeError):
 
 def _median_low(xs: Sequence[int]) -> int:
     return sorted(xs)[(len(xs) - 1) // 2]
+
+
+def _median_int(xs: Sequence[int]) -> int:
+    """The integer part of the median (the Long Range Arena ListOps generator's ``int(np.median)``):
+    the middle value, or for an even count the mean of the two middle ones rounded down."""
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) // 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +124,15 @@ LISTOPS = Grammar(
     {"MAX": ((2, 3), max), "MIN": ((2, 3), min), "SM": ((2, 3), lambda v: sum(v) % 10), "MED": ((2, 3), _median_low)},
     "prefix", blank_after_close=True)
 
-GRAMMARS: dict[str, Grammar] = {g.name: g for g in (BOOLEAN, ARITHMETIC, LISTOPS)}
+LRA_MAX_ARGS = 10  # the LRA ListOps generator's default fan-in bound (operand counts 2..10)
+LISTOPS_LRA = Grammar(
+    "listops-lra", LISTOPS.symbols, LISTOPS.literals,
+    {op: (tuple(range(2, LRA_MAX_ARGS + 1)), fn) for op, fn in
+     (("MAX", max), ("MIN", min), ("SM", lambda v: sum(v) % 10), ("MED", _median_int))},
+    "prefix", blank_after_close=True)
+
+GRAMMARS: dict[str, Grammar] = {g.name: g for g in (BOOLEAN, ARITHMETIC, LISTOPS, LISTOPS_LRA)}
+PAPER_GRAMMARS = ("boolean", "arithmetic", "listops")  # the paper's three tasks
 
 
 def grammar(name: str | Grammar) -> Grammar:

@@ -58,11 +58,12 @@ GRAMMAR_SHAPES = {  # grammar -> (D, d_head, activation); d_head = 1 operand dim
     "boolean": (7, 4, "quadratic"),
     "arithmetic": (14, 3, "quadratic"),
     "listops": (16, 5, "relu"),
+    "listops-lra": (16, 5, "relu"),
 }
 # Backward surrogate of the gated normalisation that trains reliably per grammar (docs/circuit.md):
 # Boolean's per-dimension lookup is separable and learns with sigmoid; arithmetic's is not (only
 # the argmax form is exact) and learns with the softmax surrogate.
-NORM_SURROGATE = {"boolean": "sigmoid", "arithmetic": "softmax", "listops": "softmax"}
+NORM_SURROGATE = {"boolean": "sigmoid", "arithmetic": "softmax", "listops": "softmax", "listops-lra": "softmax"}
 
 
 @dataclass

@@ -20,12 +20,14 @@ from tinyscope.studies.circuits.enumeration import (
     pad_batch,
     sample_expression,
     sample_expressions,
+    subproblem_weights,
 )
 from tinyscope.studies.circuits.grammar import GRAMMARS, Expr, Grammar, depth, encode, evaluate, grammar, to_symbols
 from tinyscope.studies.circuits.reduction import reduce_once
 from tinyscope.tasks.base import Batch, fingerprint
 
-P_DEEP = {"boolean": 0.42, "arithmetic": 0.373, "listops": 0.28}  # calibrated to the paper's depth-30 token means
+# calibrated to the paper's depth-30 token means (listops-lra: to ListOps' 18,376, through the same recurrence)
+P_DEEP = {"boolean": 0.42, "arithmetic": 0.373, "listops": 0.28, "listops-lra": 0.081}
 FRESH_STREAM = 1  # generator stream of fresh evaluation sets (LogicTaskConfig.eval_seed)
 
 
@@ -35,6 +37,8 @@ class LogicTaskConfig:
 
     grammar: str = "boolean"
     balance: str = "upsample"            # upsample | downsample | none (over result classes)
+    subproblem_balance: bool = False     # first repeat expressions so every depth-1 bag is equally
+                                         # frequent among the reduced spans (subproblem_weights)
     depth2_samples: int = 0              # > 0: draw this many fresh depth-2 expressions per epoch instead
                                          # of enumerating (ListOps: 8,800; its depth-2 set has 3.4e11)
     depth2_p_deep: float = 0.5           # p_deep of the sampled depth-2 expressions
@@ -126,6 +130,8 @@ class LogicTask:
         self._eval: dict[int, ExpressionSet] = {}
 
     def _balanced(self, exprs: list[Expr]) -> list[Expr]:
+        if self.cfg.subproblem_balance:
+            exprs = [e for e, w in zip(exprs, subproblem_weights(self.grammar, exprs)) for _ in range(w)]
         values = np.array([evaluate(self.grammar, e) for e in exprs])
         return [exprs[i] for i in balance(values, self.cfg.balance)]
 
