@@ -212,6 +212,7 @@ class Experiment(abc.ABC):
         """Files a run keeps beside its config that its training needs again (a tokenizer learned
         from the user's corpus), written into the run directory ``out`` before training starts
         (by rank 0 only); none by default."""
+        return None
 
     def eval_fingerprint(self, cfg: Config, task: Task) -> str | None:
         """A hash of the fixed evaluation set, saved with the results (None: no fixed set)."""

@@ -12,11 +12,11 @@ full PDF or a reimplementation gives. Four groups:
 * **sequence quantifiers** on the synthetic licensing language (``cpu`` preset): the half-life and
   latch counts, the licensing detectors, and the NC-FFN deficit and its recovery at epochs 1 and 2,
   tinyscope's stand-in for the paper's BLiMP licensing and quantifier phenomena;
-* **the paper's scale** (the 125M GPT-2-small model on OpenWebText, ``paper`` preset, GPU): the
-  perplexity tie, the half-lives, BLiMP, LAMBADA and the divergence of the fully Boolean FFN. The
-  preset is byte level (tinyscope has no BPE tokenizer yet), so absolute perplexities and the
-  parameter count are not the paper's; BLiMP and LAMBADA have no evaluator yet and those claims
-  fail with "no metric" until one writes ``blimp_licensing_acc`` and ``lambada_acc``.
+* **the paper's scale** (``ncffn-gpt2``'s ``paper`` preset: GPT-2 small, 124M parameters, on a
+  BPE-tokenized OpenWebText; GPU): the parameter count (computed), the perplexity tie, the
+  half-lives, BLiMP licensing (:mod:`~tinyscope.studies.ncffn.blimp`), LAMBADA
+  (:mod:`~tinyscope.studies.ncffn.lambada`) and the divergence of the fully Boolean FFN; each
+  claim's note gives the ``torchrun`` command of its runs (:func:`torchrun_command`).
 """
 from __future__ import annotations
 
@@ -54,8 +54,32 @@ CPU_QUANT = ("model.ffn=nc", "quant.layers=0,1")
 PAPER_NC = ("model.ffn=nc",)
 PAPER_QUANT = ("model.ffn=nc", "quant.layers=" + ",".join(str(l) for l in range(12)))
 PAPER_BOOL = ("model.ffn=nc_bool",)
-PAPER_NOTE = ("the paper's 125M GPT-2-small on OpenWebText; the paper preset trains on bytes with nanoGPT's "
-              "recipe (steps and schedule are not public); give the corpus with --set data.path=FILE")
+GPT2 = "ncffn-gpt2"                     # the paper-scale experiment (paper_lm.py)
+PAPER_SEEDS = (0,)                      # one run per variant: each is ~6.6B tokens of a 124M model
+PAPER_NOTE = ("GPT-2 small on the BPE-tokenized corpus with nanoGPT's OpenWebText recipe (the paper's steps and "
+              "schedule are not public); run in a folder holding openwebtext.txt, blimp/data/*.jsonl and "
+              "lambada_test.txt (or links to them), so that the runs are the preset's")
+
+
+def torchrun_command(overrides: tuple[str, ...] = (), seed: int = 0, gpus: int = 8) -> str:
+    """The command that trains one paper-scale run on ``gpus`` GPUs into the directory where
+    ``tinyscope reproduce ncffn --include-gpu`` then finds and judges it."""
+    from tinyscope.sweep.grid import setting_name
+
+    pairs = [tuple(o.split("=", 1)) for o in overrides]
+    sets = "".join(f" --set {o}" for o in overrides)
+    out = f"reproduce/ncffn/runs/{GPT2}-paper/{setting_name(pairs)}/s{seed}"
+    return (f"torchrun --standalone --nproc_per_node {gpus} -m tinyscope.cli run {GPT2} --preset paper "
+            f"--seed {seed}{sets} --out {out}")
+
+
+def _gpu_note(text: str, *variants: tuple[str, ...]) -> str:
+    """``text``, the preset's protocol and the exact command of each variant the claim compares."""
+    return f"{text}{'; ' if text else ''}{PAPER_NOTE}; commands: " + " && ".join(torchrun_command(v) for v in variants)
+
+
+def _paper(overrides: tuple[str, ...] = ()) -> RunSet:
+    return RunSet(GPT2, "paper", overrides, PAPER_SEEDS)
 
 
 def _rs(preset: str, overrides: tuple[str, ...] = ()) -> RunSet:
@@ -63,24 +87,25 @@ def _rs(preset: str, overrides: tuple[str, ...] = ()) -> RunSet:
 
 
 # ---------------------------------------------------------------- parameter counts
-def _lm_parameters(preset: str, overrides: tuple[str, ...] = ()) -> int:
+def _lm_parameters(preset: str, overrides: tuple[str, ...] = (), experiment: str = EXP) -> int:
     """Parameters of the model the preset builds (its own vocabulary), on the meta device (no memory)."""
+    import types
+
     import torch
 
     from tinyscope.models.utils import count_parameters
     from tinyscope.runs import registry
-    from tinyscope.studies.ncffn.model import QuantifiedTransformer, lm_model_config
 
-    cfg = registry.get(EXP).config(preset, 0, list(overrides))
-    with torch.device("meta"):  # the presets' vocabularies: the licensing language's, or 256 bytes
-        model = QuantifiedTransformer(lm_model_config(cfg.model, cfg.quant, cfg.model.vocab_size, cfg.match_params),
-                                      cfg.quant)
+    exp = registry.get(experiment)
+    cfg = exp.config(preset, 0, list(overrides))
+    with torch.device("meta"):  # the presets' vocabularies (the task only gives the model its vocabulary size)
+        model = exp.build_model(cfg, types.SimpleNamespace(vocab_size=cfg.model.vocab_size))
     return count_parameters(model)
 
 
-def lm_parameter_ratio(preset: str, overrides: tuple[str, ...]) -> float:
+def lm_parameter_ratio(preset: str, overrides: tuple[str, ...], experiment: str = EXP) -> float:
     """Parameters of the preset's model with ``overrides`` over those of its GELU baseline."""
-    return _lm_parameters(preset, overrides) / _lm_parameters(preset)
+    return _lm_parameters(preset, overrides, experiment) / _lm_parameters(preset, (), experiment)
 
 
 def ffn_layer_parameters(kind: str, d_model: int = 768, d_ff: int = 3072) -> int:
@@ -281,11 +306,11 @@ CLAIMS = declare(
           compute=logic_share, experiment=EXP, unit="%", row="NC-FFN layer", column="logic share"),
     Claim("ncffn/abstract/param-neutral/paper-model", NEUTRAL, "the 125M model with NC-FFN has exactly the "
           "GELU model's parameters", PaperValue("parameter-neutral", 1.0), within(1.0, 1e-9),
-          compute=lambda: lm_parameter_ratio("paper", PAPER_NC), experiment=EXP, row="paper preset, NC-FFN",
+          compute=lambda: lm_parameter_ratio("paper", PAPER_NC, GPT2), experiment=GPT2, row="paper preset, NC-FFN",
           column="parameters / GELU's"),
     Claim("ncffn/abstract/param-neutral/paper-model-quantifiers", NEUTRAL, "with a small quantifier block in "
           "every layer the model keeps the GELU model's parameter count", PaperValue("parameter-neutral", 1.0),
-          within(1.0, 1e-3), compute=lambda: lm_parameter_ratio("paper", PAPER_QUANT), experiment=EXP,
+          within(1.0, 1e-3), compute=lambda: lm_parameter_ratio("paper", PAPER_QUANT, GPT2), experiment=GPT2,
           row="paper preset, NC-FFN + quantifiers", column="parameters / GELU's",
           note="tinyscope narrows each quantified layer's FFN by the block's parameters (to within one unit)"),
     Claim("ncffn/abstract/param-neutral/cpu-model", NEUTRAL, "the same at the cpu preset",
@@ -297,10 +322,10 @@ CLAIMS = declare(
           compute=lambda: lm_parameter_ratio("cpu", CPU_QUANT), experiment=EXP,
           row="cpu preset, NC-FFN + quantifiers", column="parameters / GELU's"),
     Claim("ncffn/abstract/lm/n_parameters", LM, "the language model has 125M parameters",
-          PaperValue("125M", 125e6), within(125e6, 2.5e6), compute=lambda: float(_lm_parameters("paper")),
-          experiment=EXP, row="paper preset, GELU", column="parameters",
-          note="GPT-2 small's 124M has a 50,257-token BPE vocabulary with tied embeddings; the byte-level "
-               "paper preset (vocabulary 256, untied) has fewer, so this is not met until a BPE path exists"),
+          PaperValue("125M", 125e6), within(125e6, 2.5e6), compute=lambda: float(_lm_parameters("paper", (), GPT2)),
+          experiment=GPT2, row="paper preset, GELU", column="parameters",
+          note="GPT-2 small: 50,257 BPE entries, context 1,024, 12 layers of width 768, tied embeddings "
+               "(124,439,808 parameters, the released GPT-2's count)"),
     # parity
     Claim("ncffn/abstract/parity/N=8/depth=1/nc-over-best-other", PARITY, "on N-bit parity the bounded "
           "multiplicative (NC) units are the most parameter-efficient basis at shallow depth: the smallest "
@@ -364,52 +389,53 @@ CLAIMS = declare(
           column="share of the deficit recovered", note="0 where NC-FFN shows no deficit; " + SYN_NOTE),
     # the paper's scale
     Claim("ncffn/digest/lm/gelu-perplexity", "Digest", "the GELU baseline's OpenWebText perplexity is 18.32",
-          PaperValue("18.32", PPL_GELU), within(PPL_GELU, 0.5), runs=(_rs("paper"),),
+          PaperValue("18.32", PPL_GELU), within(PPL_GELU, 0.5), runs=(_paper(),),
           measure=combine("exp(val_loss)", math.exp, "val_loss"), row="GELU", column="perplexity",
-          needs_gpu=True, note=PAPER_NOTE + "; a byte-level perplexity is not the paper's BPE one"),
+          needs_gpu=True, note=_gpu_note("the BPE is learned on the corpus; --set data.tokenizer=gpt2/tokenizer.json "
+                                          "takes GPT-2's own, whose perplexities the paper's are", ())),
     Claim("ncffn/digest/lm/nc-perplexity", "Digest", "NC-FFN's OpenWebText perplexity is 18.36",
-          PaperValue("18.36", PPL_NC), within(PPL_NC, 0.5), runs=(_rs("paper", PAPER_NC),),
+          PaperValue("18.36", PPL_NC), within(PPL_NC, 0.5), runs=(_paper(PAPER_NC),),
           measure=combine("exp(val_loss)", math.exp, "val_loss"), row="NC-FFN", column="perplexity",
-          needs_gpu=True, note=PAPER_NOTE + "; a byte-level perplexity is not the paper's BPE one"),
+          needs_gpu=True, note=_gpu_note("the BPE is learned on the corpus", PAPER_NC)),
     Claim("ncffn/abstract/lm/nc-ties-gelu", LM, "at 125M NC-FFN ties the GELU baseline's perplexity",
           PaperValue("tie (18.36 vs 18.32)", math.log(PPL_NC) / math.log(PPL_GELU)),
-          within(math.log(PPL_NC) / math.log(PPL_GELU), 0.005), runs=(_rs("paper", PAPER_NC), _rs("paper")),
+          within(math.log(PPL_NC) / math.log(PPL_GELU), 0.005), runs=(_paper(PAPER_NC), _paper()),
           measure=ratio("val_loss", "val_loss"), row="NC-FFN / GELU", column="held-out loss ratio", needs_gpu=True,
-          note="the loss ratio does not depend on the perplexity's unit: ln 18.36 / ln 18.32 = 1.00075, "
-               "tolerance 0.5%; " + PAPER_NOTE),
+          note=_gpu_note("the loss ratio does not depend on the perplexity's unit: ln 18.36 / ln 18.32 = 1.00075, "
+                         "tolerance 0.5%", PAPER_NC, ())),
     Claim("ncffn/abstract/quantifiers/paper/half_life_median", QUANT, "at 125M the quantifiers' median "
           "half-life is about 1.5 tokens", PaperValue("~1.5 tokens", HALF_LIFE), within(HALF_LIFE, 0.5),
-          runs=(_rs("paper", PAPER_QUANT),), measure=metric("half_life_median"),
+          runs=(_paper(PAPER_QUANT),), measure=metric("half_life_median"),
           row="paper preset, NC-FFN + quantifiers", column="median half-life", unit="tokens", needs_gpu=True,
-          note="quantifiers in all 12 layers, 32 + 32 units each; " + PAPER_NOTE),
+          note=_gpu_note("quantifiers in all 12 layers, 32 + 32 units each", PAPER_QUANT)),
     Claim("ncffn/abstract/quantifiers/paper/n_latch", QUANT, "at 125M no quantifier unit is a latch",
-          PaperValue("zero latch units", 0.0), at_most(0.0), runs=(_rs("paper", PAPER_QUANT),),
+          PaperValue("zero latch units", 0.0), at_most(0.0), runs=(_paper(PAPER_QUANT),),
           measure=metric("n_latch"), row="paper preset, NC-FFN + quantifiers", column="latch units",
-          needs_gpu=True, note="a latch: half-life ≥ 1,024 tokens, a whole window; " + PAPER_NOTE),
+          needs_gpu=True, note=_gpu_note("a latch: half-life ≥ 1,024 tokens, a whole window", PAPER_QUANT)),
     Claim("ncffn/abstract/blimp/nc-deficit", LM, "NC-FFN's one robust grammatical deficit lies in the licensing "
           "and quantifier phenomena", PaperValue("a robust deficit"), at_least(0.01),
-          runs=(_rs("paper"), _rs("paper", PAPER_NC)), measure=difference("blimp_licensing_acc", "blimp_licensing_acc"),
+          runs=(_paper(), _paper(PAPER_NC)), measure=difference("blimp_licensing_acc", "blimp_licensing_acc"),
           unit="%", row="BLiMP licensing + quantifiers", column="GELU − NC-FFN", needs_gpu=True,
-          note="needs a BLiMP evaluator writing blimp_licensing_acc (not yet in tinyscope); " + PAPER_NOTE),
+          note=_gpu_note("blimp_licensing_acc: the share of BLiMP's npi_licensing and quantifiers pairs whose good "
+                         "sentence is likelier", (), PAPER_NC)),
     Claim("ncffn/abstract/blimp/quantifiers-recover", LM, "the quantifier block recovers the deficit",
           PaperValue("recovered at epoch 1"), at_least(0.0),
-          runs=(_rs("paper", PAPER_QUANT), _rs("paper")),
+          runs=(_paper(PAPER_QUANT), _paper()),
           measure=difference("blimp_licensing_acc", "blimp_licensing_acc"), unit="%",
           row="BLiMP licensing + quantifiers", column="NC-FFN + quantifiers − GELU", needs_gpu=True,
-          note="the paper's epochs are not the preset's steps; needs a BLiMP evaluator writing "
-               "blimp_licensing_acc; " + PAPER_NOTE),
+          note=_gpu_note("the paper's epochs are not the preset's steps; the selected checkpoint is measured",
+                         PAPER_QUANT, ())),
     Claim("ncffn/abstract/lm/lambada-lead", LM, "with quantifiers the model modestly leads the GELU baseline on "
-          "LAMBADA", PaperValue("modestly ahead"), at_least(0.001), runs=(_rs("paper", PAPER_QUANT), _rs("paper")),
+          "LAMBADA", PaperValue("modestly ahead"), at_least(0.001), runs=(_paper(PAPER_QUANT), _paper()),
           measure=difference("lambada_acc", "lambada_acc"), unit="%", row="LAMBADA",
           column="NC-FFN + quantifiers − GELU", needs_gpu=True,
-          note="a lead of ≥ 0.1 point; needs a LAMBADA last-word evaluator writing lambada_acc; " + PAPER_NOTE),
+          note=_gpu_note("a lead of ≥ 0.1 point in greedy last-word accuracy", PAPER_QUANT, ())),
     Claim("ncffn/abstract/lm/nc_bool-diverges", LM, "a fully Boolean FFN (no GELU units) diverges in training",
-          PaperValue("diverges"), at_least(0.5), runs=(_rs("paper", PAPER_BOOL),), measure=diverged(),
+          PaperValue("diverges"), at_least(0.5), runs=(_paper(PAPER_BOOL),), measure=diverged(),
           aggregate="fraction", row="fully Boolean FFN", column="seeds diverged", needs_gpu=True,
-          note="diverged: a logged training loss non-finite or above 1.5× its best so far; a majority of seeds; "
-               + PAPER_NOTE),
+          note=_gpu_note("diverged: a logged training loss non-finite or above 1.5× its best so far", PAPER_BOOL)),
     Claim("ncffn/digest/lm/nc_bool-diverges-by-16k", "Digest", "it diverges within about the first 16k steps",
           PaperValue("within ~16k steps", DIVERGE_STEPS), at_most(DIVERGE_STEPS),
-          runs=(_rs("paper", PAPER_BOOL),), measure=steps_to_divergence(), aggregate="median",
-          row="fully Boolean FFN", column="step of divergence", needs_gpu=True, note=PAPER_NOTE),
+          runs=(_paper(PAPER_BOOL),), measure=steps_to_divergence(), aggregate="median",
+          row="fully Boolean FFN", column="step of divergence", needs_gpu=True, note=_gpu_note("", PAPER_BOOL)),
 )
