@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tinyscope.errors import TinyscopeError
+from tinyscope.train.jsonl import read_records
 
 log = logging.getLogger(__name__)
 
@@ -123,27 +124,10 @@ def read_json(path: Path) -> dict:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """The records of a JSON-lines file such as metrics.jsonl, one object per line.
-
-    A last line that does not parse is the torn end of a write that was killed midway: it is
-    dropped (a line that does not parse anywhere else is damage, and raises
-    :class:`RunReadError`). Blank lines are skipped."""
-    if not path.exists():
-        return []
-    lines = path.read_text(errors="replace").splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if all(not rest.strip() for rest in lines[i + 1:]):
-                break  # the torn last line
-            raise RunReadError(f"{path} line {i + 1} is not valid JSON ({exc.msg})") from None
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    """The records of a JSON-lines file such as metrics.jsonl, one object per line
+    (:func:`tinyscope.train.jsonl.read_records`: a torn last line is dropped; a line that does
+    not parse anywhere else is damage, and raises :class:`RunReadError`)."""
+    return read_records(path, RunReadError)
 
 
 def _last_tokens(metrics_path: Path) -> int | None:

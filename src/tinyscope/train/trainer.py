@@ -35,6 +35,7 @@ from tinyscope.tasks.base import step_rng
 from tinyscope.train import checkpoint as ckpt
 from tinyscope.train import machine
 from tinyscope.train.distributed import DistInfo, setup
+from tinyscope.train.jsonl import read_records
 from tinyscope.train.loggers import LOGGERS, curve_logger
 from tinyscope.train.optim import MuonAdamW, muon_param_groups
 from tinyscope.train.prefetch import Prefetcher, PrefetchTrial
@@ -64,25 +65,9 @@ def json_record(record: dict) -> dict:
 
 
 def read_log(path: Path) -> list[dict]:
-    """The records of a metrics.jsonl. A torn last line (a write killed midway) is dropped; an
-    unreadable line before it is a :class:`CheckpointError`."""
-    lines = path.read_text().splitlines() if path.exists() else []
-    records = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
-                raise ValueError("not a record with a step")
-        except ValueError as exc:
-            if i == len(lines) - 1:
-                log.warning("%s: dropped a torn last line (a write was cut off)", path)
-                break
-            raise CheckpointError(f"{path} line {i + 1} is not a log record ({exc}); "
-                                  f"remove the line or the file to go on") from None
-        records.append(rec)
-    return records
+    """The records of a metrics.jsonl (:func:`tinyscope.train.jsonl.read_records`: a torn last
+    line is dropped); an unreadable line before it is a :class:`CheckpointError`."""
+    return read_records(path, CheckpointError, require_step=True, hint="; remove the line or the file to go on")
 
 
 @dataclass
