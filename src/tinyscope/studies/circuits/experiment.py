@@ -56,6 +56,7 @@ class CircuitRunConfig:
     epochs: int = 1000
     warmup_fraction: float = 0.1
     zero_row_loss: bool = True        # also train MLP(0) -> 0 (see circuit_bce)
+    restarts: int = 0                 # fresh draws after a phase that ends without an exact step (restarts.py)
     task: LogicTaskConfig = field(default_factory=LogicTaskConfig)
     model: CircuitConfig = field(default_factory=CircuitConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -64,6 +65,7 @@ class CircuitRunConfig:
     def __post_init__(self):
         check(self.epochs >= 1, f"epochs={self.epochs} must be >= 1")
         check(0 <= self.warmup_fraction < 1, f"warmup_fraction={self.warmup_fraction} must lie in [0, 1)")
+        check(self.restarts >= 0, f"restarts={self.restarts} must be >= 0")
         check(self.model.grammar == self.task.grammar,
               f"model.grammar={self.model.grammar!r} must equal task.grammar={self.task.grammar!r}")
         steps = self.epochs * steps_per_epoch(self.task, self.train.batch_size)
@@ -112,6 +114,8 @@ def _train(**kw) -> TrainConfig:
 def _task(grammar: str, **kw) -> LogicTaskConfig:
     if grammar == "listops":
         kw = {"balance": "none", "depth2_samples": 8800} | kw
+    if grammar == "arithmetic":  # (4+4), (9+9) ... are reduced half as often otherwise and stay unlearned
+        kw = {"subproblem_balance": True} | kw
     return LogicTaskConfig(grammar=grammar, **kw)
 
 
@@ -245,6 +249,14 @@ class CircuitExperiment(Experiment):
 
     def objective(self, cfg, task):
         return partial(circuit_bce, zero_rows=cfg.zero_row_loss)
+
+    def stages(self, cfg: CircuitRunConfig, task: LogicTask) -> list:
+        """``cfg.restarts`` restart stages (:mod:`~tinyscope.studies.circuits.restarts`)."""
+        if not cfg.restarts:
+            return []
+        from tinyscope.studies.circuits.restarts import restart_stages
+
+        return restart_stages(cfg, self.evaluator(cfg, task), lambda: self.build_model(cfg, task))
 
     def _train_data(self, cfg: CircuitRunConfig, task: LogicTask) -> ExpressionSet:
         data = task._epoch_sets(cfg.seed, 0)[1]

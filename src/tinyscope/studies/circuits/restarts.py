@@ -1,0 +1,49 @@
+"""Restarts of a circuit run: a fresh draw of every weight when a phase ends without an exact step.
+
+Why (docs/results/circuits.md, arithmetic): besides the sub-problem imbalance that
+``task.subproblem_balance`` removes, some initialisations end in a routing the straight-through
+estimators do not leave: W_Q switched off at both operators (the operator's attention row is 0,
+and through the quadratic units the gradient at 0 is ``2 b_in``, about 0 from the zero bias), or
+W_K hiding some literals from the operator's bag, so two bags with different results coincide.
+Such a run plateaus; ``train.patience`` ends its phase and restart ``k`` draws every weight (and
+the stage's batches) from :func:`restart_seed`. A phase whose selected model already reduces every
+checked training expression exactly is kept, and its stage stops at step 0.
+
+Restart ``k`` (1, 2, ...) is a :class:`~tinyscope.runs.experiment.Stage` named ``restart<k>``; it
+trains with the main phase's recipe, stopping at its first exact evaluation.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from tinyscope.runs.experiment import Stage
+
+
+def restart_seed(seed: int, k: int) -> int:
+    """The seed of restart ``k`` of run ``seed``: initial weights and batches (a 32-bit integer)."""
+    return int(np.random.SeedSequence([int(seed), int(k), 7]).generate_state(1)[0])
+
+
+def restart_stages(cfg, evaluate, fresh_model) -> list[Stage]:
+    """``cfg.restarts`` stages after the main phase. evaluate: model -> metrics with
+    ``train_step_exact``; fresh_model: () -> a new model drawn from torch's current RNG state."""
+    stage_train = dataclasses.replace(cfg.train, eval_at_start=True, stop_consecutive=1)
+
+    def prepare_for(k: int):
+        @torch.no_grad()
+        def prepare(model: torch.nn.Module) -> None:
+            was_training = model.training
+            model.eval()
+            solved = evaluate(model)["train_step_exact"] >= 1.0
+            model.train(was_training)
+            if solved:
+                return
+            torch.manual_seed(restart_seed(cfg.seed, k))
+            model.load_state_dict(fresh_model().to(next(model.parameters()).device).state_dict())
+        return prepare
+
+    return [Stage(f"restart{k}", stage_train, prepare=prepare_for(k), seed=restart_seed(cfg.seed, k))
+            for k in range(1, cfg.restarts + 1)]
