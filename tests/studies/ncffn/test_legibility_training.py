@@ -124,3 +124,33 @@ def test_analyze_refuses_a_run_without_checkpoints(smoke_run, tmp_path):
     assert run.checkpoint_steps() == []  # as a run trained with the preset's train.checkpoint_every=0
     with pytest.raises(TinyscopeError, match="keep_checkpoints=true"):
         NCLMExperiment().analyze(run, AnalysisOptions(n=4))
+
+
+def test_weight_decay_alone_and_the_rate_budget():
+    train = TrainConfig(steps=10, lr=0.1, schedule="constant")
+    assert lt.rate_budget(train) == pytest.approx(1.0)
+    assert lt.weight_decay_half_life(train, 0.99, 0.0) == pytest.approx(math.log(0.5) / math.log(0.99))
+    # ten AdamW steps with no gradient leave the decay logits where the formula says
+    m = _model(decay_weight_decay=0.5)
+    opt = torch.optim.AdamW(m.optimizer_groups(0.1, 0.5))
+    for _ in range(10):
+        for p in m.parameters():
+            p.grad = torch.zeros_like(p)
+        opt.step()
+    hl = m.blocks[0].quant.half_lives()["exist"]
+    torch.testing.assert_close(hl, torch.full_like(hl, lt.weight_decay_half_life(train, 0.99, 0.5)))
+    # the cpu preset: weight decay 0.1 on the logits alone gives ~30.6 tokens; the budget is under 4.1
+    cpu = NCLMExperiment().config("cpu").train
+    assert lt.weight_decay_half_life(cpu, 0.99, 0.1) == pytest.approx(30.57, abs=0.05)
+    assert lt.rate_budget(cpu) == pytest.approx(1.965, abs=1e-3)
+
+
+def test_decay_gradient_signal():
+    torch.manual_seed(0)
+    m = _model()
+    batches = [{"tokens": torch.randint(0, 20, (2, 16))} for _ in range(3)]
+    loss = lambda model, b: model(b["tokens"]).logsumexp(-1).mean()  # noqa: E731
+    sig = lt.decay_gradient_signal(m, batches, loss)
+    assert sig["ratio"].shape == (8,) and np.all(np.abs(sig["ratio"]) <= 1 + 1e-12)
+    assert sig["layer"].tolist() == [0] * 4 + [1] * 4 and sig["kind"].tolist()[:4] == ["exist", "exist", "prop", "prop"]
+    assert all(p.grad is None for p in m.parameters())

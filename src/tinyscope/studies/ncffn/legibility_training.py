@@ -211,3 +211,62 @@ def plot_logic_over_training(records: list[dict]):
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- why a decay moves or not
+def rate_budget(train) -> float:
+    """``sum_t lr_t`` over a TrainConfig's schedule: the farthest Adam can move one parameter
+    (its step is at most about the rate), here in units of the decay logit theta, which near the
+    sticky end is ln(half-life) + const: 69 -> 1.5 tokens needs about 4.1."""
+    from tinyscope.train.schedule import lr_multiplier
+
+    return float(sum(train.lr * _multiplier(train, s, lr_multiplier) for s in range(train.steps)))
+
+
+def _multiplier(train, step: int, fn) -> float:
+    return fn(step, total=train.steps, warmup_steps=train.warmup_steps, warmup_start=train.warmup_start,
+              kind=train.schedule, min_ratio=train.min_lr_ratio, decay_fraction=train.decay_fraction)
+
+
+def weight_decay_half_life(train, init_decay: float, weight_decay: float, lr_mult: float = 1.0) -> float:
+    """The half-life (tokens) that decoupled weight decay alone leaves a decay logit at after the
+    schedule of ``train``, with no gradient: ``theta_T = theta_0 prod_t (1 - lr_mult lr_t wd)``,
+    ``theta_0 = logit(init_decay)``."""
+    import math
+
+    from tinyscope.train.schedule import lr_multiplier
+
+    theta = math.log(init_decay / (1 - init_decay))
+    for s in range(train.steps):
+        theta *= 1 - lr_mult * train.lr * _multiplier(train, s, lr_multiplier) * weight_decay
+    log_decay = -math.log1p(math.exp(-theta))  # logsigmoid(theta)
+    return math.log(0.5) / log_decay
+
+
+def decay_gradient_signal(model: torch.nn.Module, batches: list[dict], objective) -> dict[str, np.ndarray]:
+    """The loss gradient on every decay logit theta over ``batches`` (each a dict of tensors that
+    ``objective(model, batch)`` turns into a loss), per unit: ``mean``, ``rms`` and the **drift
+    ratio** ``mean / rms`` in [-1, 1].
+
+    Adam's step is ``lr m / sqrt(v)`` with m and v running means of g and g^2, so a unit whose
+    gradient has mean mu and rms r drifts by about ``lr mu / r`` per step: the ratio, times the sum
+    of the rates over training, predicts how far theta moves (positive mean: theta falls, the
+    half-life shortens). Also returns ``layer`` and ``kind`` per unit, and the gradients are
+    cleared afterwards."""
+    from tinyscope.studies.ncffn.quantifiers import decay_parameters
+
+    params = decay_parameters(model)
+    grads = []
+    for batch in batches:
+        model.zero_grad(set_to_none=True)
+        objective(model, batch).backward()
+        grads.append(torch.cat([p.grad.detach().flatten() for p in params]).double().numpy())  # (U,)
+    model.zero_grad(set_to_none=True)
+    g = np.stack(grads)  # (n_batches, U)
+    mean, rms = g.mean(0), np.sqrt((g ** 2).mean(0))
+    layer, kind = [], []
+    for l, block in model.quantifier_blocks().items():
+        layer += [l] * (block.n_exist + block.n_prop)
+        kind += ["exist"] * block.n_exist + ["prop"] * block.n_prop
+    return {"mean": mean, "rms": rms, "ratio": mean / np.maximum(rms, 1e-30), "layer": np.array(layer),
+            "kind": np.array(kind)}
