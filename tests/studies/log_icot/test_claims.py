@@ -126,3 +126,16 @@ def test_fresh_evaluation_set(name):
     assert 0.0 <= metrics["test_acc"] <= 1.0 and metrics["n_stages"] == len(fresh_task.curriculum.stages)
     assert all(np.array_equal(v, before[k]) for k, v in model.state_dict().items())
     assert ("attn_own_level_mass_min" in metrics) == (name == "parity-logicot")
+
+
+def test_cpu_scale_headline_claims_run_n30_k16_on_a_cpu():
+    cpu16 = [c for c in li.CLAIMS if c.where == li.CPU_HEADLINE]
+    assert {c.id.removeprefix("log_icot/experiments/n30-k16-cpu/") for c in cpu16} == {
+        "logicot/single_pass_acc", "logicot/stages_reached", "logicot/own_level_attention", "cot/acc",
+        "icot/single_pass_acc", "icot/stages_reached", "direct/single_pass_acc", "logicot-over-cot/samples_ratio"}
+    for claim in cpu16:
+        assert not claim.needs_gpu
+        for rs in claim.runs:
+            cfg = registry.get(rs.experiment).config(rs.preset, 0, list(rs.overrides))
+            assert rs.preset == "cpu" and (cfg.task.n, cfg.task.k, cfg.model.n_layers) == (30, 16, 4)
+            assert cfg.model.d_model == 32 and cfg.train.steps == 60000
