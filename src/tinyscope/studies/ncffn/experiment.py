@@ -11,8 +11,9 @@ quantifiers, at equal parameter count, on the synthetic licensing language or a 
 characters); windows are ``model.n_ctx`` tokens. With ``match_params=true`` (default) the FFN of
 every quantified layer is narrowed so the model has the parameter count of the same model
 without quantifiers (NC-FFN itself is parameter-neutral). Presets: ``smoke`` (seconds), ``cpu``
-(minutes on 2 cores), ``paper`` (the 125M GPT-2-small / OpenWebText setup; supply the text with
-``--set data.path=openwebtext.txt``; byte-level, since tinyscope ships no BPE tokenizer).
+(minutes on 2 cores), ``paper`` (GPT-2 small's shapes on a byte-level text file,
+``--set data.path=FILE``). The paper's own setting, GPT-2 small on a BPE corpus with BLiMP and
+LAMBADA, is ``ncffn-gpt2`` (:mod:`~tinyscope.studies.ncffn.paper_lm`), where its claims live.
 
 results.json: the held-out :func:`lm_metrics`, ``params_total|ffn|quantifiers``, and with
 quantifiers the half-life summary and, on the classic licensing language, :func:`detector_counts`;
@@ -122,7 +123,7 @@ PRESETS = {
         quant=QuantifierConfig(n_exist=16, n_prop=16),
         train=_train(steps=1200, batch_size=32, eval_every=200, log_every=50),
         eval=NCEvalConfig(max_windows=300)),
-    # The paper's 125M setting (GPT-2 small on OpenWebText); its optimiser and steps are not
+    # GPT-2 small's shapes on bytes (the BPE setting of the paper is ncffn-gpt2); its optimiser and steps are not
     # public, so nanoGPT's OpenWebText recipe is used (AdamW 6e-4, betas 0.9/0.95, wd 0.1,
     # 2000 warmup steps, cosine to 10%), with batch 64 x 1024 tokens.
     "paper": lambda: NCLMRunConfig(
