@@ -145,6 +145,23 @@ class LogicEngine(nn.Module):
         return self.hook_out(self.out(torch.cat([c, d, i], -1)))  # (B, D)
 
 
+class SingleMLPLogic(nn.Module):
+    """The ablation's logic engine (the code's subspace ablation): one capacity-matched MLP in place
+    of the C / D / I branches, Linear(3D, 6D) -> GELU -> LN -> Linear(6D, 3D) -> GELU -> LN ->
+    Linear(3D, D) over [ord; set; emb_op] (643,200 parameters with the embedding at D = 128;
+    the model has 2,486,400)."""
+
+    def __init__(self, d: int, n_ops: int):
+        super().__init__()
+        self.emb = nn.Embedding(n_ops, d)
+        self.net = nn.Sequential(nn.Linear(3 * d, 6 * d), nn.GELU(), nn.LayerNorm(6 * d),
+                                 nn.Linear(6 * d, 3 * d), nn.GELU(), nn.LayerNorm(3 * d), nn.Linear(3 * d, d))
+        self.hook_out = HookPoint()
+
+    def forward(self, v_ord: torch.Tensor, v_set: torch.Tensor, op: torch.Tensor) -> torch.Tensor:
+        return self.hook_out(self.net(torch.cat([v_ord, v_set, self.emb(op)], -1)))  # (B, D)
+
+
 class PrototypeHead(nn.Module):
     """out = LN(Dropout(GELU(W x))); logits = out . P^T with orthogonally initialised prototypes
     P (3, D); inference takes the argmax of the cosine between out and P."""
@@ -167,17 +184,23 @@ class PrototypeHead(nn.Module):
 
 
 class Theia(HookedModule):
-    """The 4-domain THEIA (``IsisV9``); see the module docstring."""
+    """The 4-domain THEIA (``IsisV9``); see the module docstring. The ablations of Sec. 1.8:
+    ``logic_engine="single_mlp"`` (:class:`SingleMLPLogic`, 2,486,400 parameters) and
+    ``bridges=False`` (c goes to Order and Set unchanged, 2,717,696)."""
 
     def __init__(self, d: int = 128, num_hidden: int = 64, n_ops: int = 5, number_scale: float = 1 / 20,
-                 dropout: float = 0.1, unknown_std: float = 1.0):
+                 dropout: float = 0.1, unknown_std: float = 1.0, logic_engine: str = "three_branch",
+                 bridges: bool = True):
         super().__init__()
         self.number_scale = number_scale
         self.arith = ArithEngine(d, num_hidden, unknown_std)
-        self.bridge_order, self.bridge_set = Bridge(d), Bridge(d)
+        if bridges:
+            self.bridge_order, self.bridge_set = Bridge(d), Bridge(d)
+        else:
+            self.bridge_order, self.bridge_set = nn.Identity(), nn.Identity()
         self.order = OrderEngine(d, num_hidden, unknown_std)
         self.set = SetEngine(d, num_hidden, unknown_std)
-        self.logic = LogicEngine(d, n_ops)
+        self.logic = LogicEngine(d, n_ops) if logic_engine == "three_branch" else SingleMLPLogic(d, n_ops)
         self.head = PrototypeHead(d, dropout)
         self.setup_hooks()
 

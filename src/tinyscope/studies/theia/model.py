@@ -7,7 +7,9 @@ how to build it and read its predictions. The networks live along their seams:
   :class:`TransitionNet` (4,803) and :class:`ChainModel` (step + transition, hard one-hots
   between steps);
 * :mod:`~tinyscope.studies.theia.baselines`: :class:`FlatMLP` (799,619 at hidden 512; 2,747,003
-  at 1243) and :class:`TheiaTransformer` (3,582,147).
+  at 1243) and the chain's :class:`TheiaTransformer` (``TF8LTuned``, pre-LN, 3,582,147);
+* :mod:`~tinyscope.studies.theia.big_transformer`: the 4-domain :class:`BigTransformer` (post-LN,
+  11 tokens, 3,641,859).
 
 Every model reads the flat 31-integer record of :mod:`tinyscope.studies.theia.task`
 (``[a, b, arith, d, rel, S_0..S_20, logic, a_unk, b_unk, d_unk, s_unk]``, shape (B, 31); the
@@ -25,6 +27,7 @@ from torch import nn
 
 from tinyscope.errors import check, check_choice
 from tinyscope.studies.theia.baselines import FlatMLP, TheiaTransformer
+from tinyscope.studies.theia.big_transformer import BigTransformer
 from tinyscope.studies.theia.chain import (
     ChainEncoders,
     ChainModel,
@@ -36,20 +39,24 @@ from tinyscope.studies.theia.chain import (
 from tinyscope.studies.theia.engines import N_CLASSES, Encoder, Theia
 from tinyscope.studies.theia.task import split_record
 
-__all__ = ["ARCHS", "ChainEncoders", "ChainModel", "Encoder", "FlatMLP", "N_CLASSES", "SubspaceEngine", "Theia",
+__all__ = ["ARCHS", "BigTransformer", "ChainEncoders", "ChainModel", "Encoder", "FlatMLP", "N_CLASSES", "SubspaceEngine", "Theia",
            "TheiaModelConfig", "TheiaStep", "TheiaTransformer", "TransitionNet", "build_theia_model", "predict",
            "split_record", "straight_through_gumbel", "tile_number_encoders"]
 
 
-ARCHS = ("theia", "theia_step", "flat_mlp", "transformer")
+ARCHS = ("theia", "theia_step", "flat_mlp", "transformer", "big_transformer")
+LOGIC_ENGINES = ("three_branch", "single_mlp")
 
 
 @dataclass
 class TheiaModelConfig:
     """Which network: ``theia`` (4-domain, D = 128), ``theia_step`` (chain step model),
-    ``flat_mlp`` (hidden ``flat_hidden``: 512 or the parameter-matched 1243), ``transformer``."""
+    ``flat_mlp`` (hidden ``flat_hidden``: 512 or the parameter-matched 1243), ``transformer``
+    (the chain's pre-LN TF8LTuned), ``big_transformer`` (the 4-domain post-LN BigTransformer;
+    ``tf_*`` give its sizes, ``dropout`` its dropout). ``logic_engine`` and ``bridges``: the
+    ablations of the 4-domain THEIA (Sec. 1.8)."""
 
-    arch: Literal["theia", "theia_step", "flat_mlp", "transformer"] = "theia"
+    arch: Literal["theia", "theia_step", "flat_mlp", "transformer", "big_transformer"] = "theia"
     d_model: int = 128
     num_hidden: int = 64           # 4-domain number / set encoder hidden width
     dropout: float = 0.1
@@ -61,10 +68,13 @@ class TheiaModelConfig:
     number_scale: float | None = None   # None: 1/20 for the 4-domain THEIA, raw integers otherwise
     number_init: Literal["default", "tiled"] = "default"   # tiled: see tile_number_encoders (no-op for transformer)
     tile_slope: float = 2.0             # tiled: pre-activation change per unit of the integer input
+    logic_engine: Literal["three_branch", "single_mlp"] = "three_branch"   # theia: single_mlp = the 2.49M ablation
+    bridges: bool = True                # theia: False = the no-bridge ablation (2.72M)
 
     def __post_init__(self):
         check_choice("model.arch", self.arch, ARCHS)
         check_choice("model.number_init", self.number_init, ("default", "tiled"))
+        check_choice("model.logic_engine", self.logic_engine, LOGIC_ENGINES)
         check(self.tile_slope > 0, f"model.tile_slope={self.tile_slope} must be > 0")
         check(self.d_model >= 3, f"model.d_model={self.d_model} must be >= 3")
         check(self.flat_hidden >= 1, f"model.flat_hidden={self.flat_hidden} must be >= 1")
@@ -96,9 +106,13 @@ def tile_number_encoders(model: nn.Module, scale: float, slope: float = 2.0, spa
 
 
 def build_theia_model(cfg: TheiaModelConfig, n_ops: int = 5) -> nn.Module:
-    if cfg.arch == "theia":
+    if cfg.arch in ("theia", "big_transformer"):
         scale = 1 / 20 if cfg.number_scale is None else cfg.number_scale
-        model = Theia(cfg.d_model, cfg.num_hidden, n_ops, scale, cfg.dropout)
+        if cfg.arch == "theia":
+            model = Theia(cfg.d_model, cfg.num_hidden, n_ops, scale, cfg.dropout, logic_engine=cfg.logic_engine,
+                          bridges=cfg.bridges)
+        else:
+            model = BigTransformer(cfg.tf_d_model, cfg.tf_heads, cfg.tf_layers, cfg.tf_d_mlp, n_ops, cfg.dropout, scale)
     else:
         scale = 1.0 if cfg.number_scale is None else cfg.number_scale
         if cfg.arch == "theia_step":
