@@ -25,6 +25,7 @@ from tinyscope.studies.theia.task import (
     has_unknown_ceiling,
     kleene_direct,
     logic_tables,
+    rule_seed,
     sample_chains,
     sample_records,
 )
@@ -107,6 +108,24 @@ def test_harness_forces_each_operand_value(false_via):
         if rule.op != "NOT":
             assert (v["val_set"] == rule.vb).all(), rule.name
         assert (v["label"] == rule.expected()).all(), rule.name
+
+
+def test_authors_harness_fixes_the_not_set_operand_and_the_unknown_order_operand():
+    for rule in RULES_39:
+        x = force_rule(np.random.default_rng(0), 400, rule, harness="authors")
+        v = evaluate_records(x)
+        assert (v["val_ord"] == rule.va).all() and (v["label"] == rule.expected()).all(), rule.name
+        assert (v["val_set"] == (T_ if rule.op == "NOT" else rule.vb)).all(), rule.name
+        assert (x[:, 30] == (rule.vb == U_ and rule.op != "NOT")).all(), rule.name    # s_unk only when forced
+        if rule.va == U_:                                   # rel GTE, d = max(0, c - 1), as the code
+            assert (x[:, 4] == FOUR_DOMAIN.relations.index("GTE")).all()
+            assert (x[:, 3] == np.maximum(0, v["c"] - 1)).all()
+    # tinyscope's harness leaves the NOT rules' set, and a U operand's d and relation, as drawn
+    x = force_rule(np.random.default_rng(0), 2000, RULES_39[-1])
+    assert x[:, 30].any() and len(np.unique(x[:, 4])) == 6
+    assert rule_seed(RULES_39[-1], 7, 38, "authors") == [7, 102]           # NOT U: 100 + va
+    assert rule_seed(RULES_39[9], 7, 9, "authors") == [7, 9]               # OR F F: 1*9 + 0 + 0
+    assert rule_seed(RULES_39[9], 7, 9, "tinyscope") == [7, 9]
 
 
 def test_rule_sets():

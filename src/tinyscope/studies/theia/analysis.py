@@ -33,9 +33,11 @@ BOUNDARIES = {"arith": "arith.hook_out", "order": "order.hook_out", "set": "set.
 
 # ------------------------------------------------------------------ per-rule tables
 def rule_accuracies(model: torch.nn.Module, rules: tuple[Rule, ...], n_per_rule: int, seed: int = 0,
-                    spec: RecordSpec = FOUR_DOMAIN, false_via: Literal["LT", "GT"] = "LT") -> dict[str, float]:
-    """Accuracy of ``model`` on each rule's forced records, keyed by the rule's name (e.g. "F∧U")."""
-    suite = rule_suite(rules, n_per_rule, seed, spec, false_via)
+                    spec: RecordSpec = FOUR_DOMAIN, false_via: Literal["LT", "GT"] = "LT",
+                    harness: str = "tinyscope") -> dict[str, float]:
+    """Accuracy of ``model`` on each rule's forced records, keyed by the rule's name (e.g. "F∧U");
+    ``harness``: see :func:`~tinyscope.studies.theia.task.force_rule`."""
+    suite = rule_suite(rules, n_per_rule, seed, spec, false_via, harness)
     x = torch.from_numpy(np.concatenate([xs for _, xs in suite]))  # (R*n, 31)
     pred = predict(model, x).numpy().reshape(len(rules), n_per_rule)  # (R, n)
     return {rule.name: float(np.mean(pred[i] == rule.expected(spec.logic))) for i, (rule, _) in enumerate(suite)}
@@ -73,6 +75,11 @@ def boundary_states(model: torch.nn.Module, x: np.ndarray, batch: int = 8192) ->
     return {b: np.concatenate(v) for b, v in out.items()}
 
 
+def _split(n: int, split: tuple[float, float]) -> tuple[int, int]:
+    """Ends of the train and validation parts of ``n`` records in order (the rest is test)."""
+    return int(split[0] * n), int((split[0] + split[1]) * n)
+
+
 def linear_probe(h: np.ndarray, y: np.ndarray, split: tuple[float, float] = (0.6, 0.2),
                  Cs: tuple[float, ...] = (0.1, 1.0, 10.0), seed: int = 0) -> float:
     """StandardScaler + LinearSVC, C chosen on the validation part; test accuracy."""
@@ -80,8 +87,7 @@ def linear_probe(h: np.ndarray, y: np.ndarray, split: tuple[float, float] = (0.6
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import LinearSVC
 
-    n = len(y)
-    a, b = int(split[0] * n), int((split[0] + split[1]) * n)
+    a, b = _split(len(y), split)
     best, best_val = None, -1.0
     for C in Cs:
         clf = make_pipeline(StandardScaler(), LinearSVC(C=C, max_iter=2000, random_state=seed))
@@ -92,32 +98,116 @@ def linear_probe(h: np.ndarray, y: np.ndarray, split: tuple[float, float] = (0.6
     return float(best.score(h[b:], y[b:]))
 
 
+def mlp_probe(h: np.ndarray, y: np.ndarray, split: tuple[float, float] = (0.6, 0.2), epochs: int = 40,
+              batch: int = 2048, seed: int = 0, hidden: int = 256) -> float:
+    """The code's MLP probe: Linear(D, 256) -> GELU -> Dropout(0.1) -> Linear(256, 256) -> GELU ->
+    Dropout(0.1) -> Linear(256, n_classes) on standardised features; AdamW 1e-3, weight decay
+    0.01, ``epochs`` epochs of batch ``batch`` with a cosine schedule; the test accuracy of the
+    epoch with the best validation accuracy."""
+    from torch import nn
+
+    a, b = _split(len(y), split)
+    mu, sd = h[:a].mean(0), h[:a].std(0) + 1e-6
+    x = torch.from_numpy(((h - mu) / sd).astype(np.float32))  # (N, D)
+    t = torch.from_numpy(y.astype(np.int64))  # (N,)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = nn.Sequential(nn.Linear(x.shape[1], hidden), nn.GELU(), nn.Dropout(0.1), nn.Linear(hidden, hidden),
+                            nn.GELU(), nn.Dropout(0.1), nn.Linear(hidden, int(t.max()) + 1))
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+    best_val, best_test = -1.0, 0.0
+    for _ in range(epochs):
+        net.train()
+        for idx in torch.randperm(a, generator=gen).split(batch):
+            loss = torch.nn.functional.cross_entropy(net(x[idx]), t[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        sched.step()
+        net.eval()
+        with torch.no_grad():
+            pred = net(x[a:]).argmax(-1)  # (N - a,)
+        val, test = (pred[:b - a] == t[a:b]).float().mean().item(), (pred[b - a:] == t[b:]).float().mean().item()
+        if val > best_val:
+            best_val, best_test = val, test
+    return float(best_test)
+
+
+def has_unknown_sample_ceiling(x: np.ndarray, boundary: str, split: tuple[float, float] = (0.6, 0.2)) -> float:
+    """The Bayes rule's Has-Unknown accuracy on the test part of the probe's own records ``x``:
+    predict "Unknown" exactly when a flag the boundary sees is set. The exact ceiling
+    (:func:`~tinyscope.studies.theia.task.has_unknown_ceiling`) is its expectation; on a finite
+    test part it scatters around it with SD sqrt(p (1 - p) / n_test)."""
+    from tinyscope.studies.theia.task import BOUNDARY_VISIBLE, COL_FLAGS
+
+    flags = x[:, COL_FLAGS].astype(bool)  # (N, 4)
+    seen = np.any(np.stack(BOUNDARY_VISIBLE[boundary](tuple(flags.T)), -1), -1)  # (N,)
+    b = _split(len(x), split)[1]
+    return float(np.mean(seen[b:] == flags[b:].any(1)))
+
+
 @dataclass
 class ProbeRow:
     boundary: str
-    has_unknown: float
-    has_unknown_ceiling: float
-    verdict: float
+    has_unknown: float          # linear probe (LinearSVC), test accuracy
+    has_unknown_ceiling: float  # exact Bayes ceiling (population)
+    verdict: float              # linear probe of the 3-way label
+    has_unknown_mlp: float = float("nan")
+    verdict_mlp: float = float("nan")
+    sample_ceiling: float = float("nan")   # the Bayes rule on this test part
 
     def line(self) -> str:
-        return (f"| {self.boundary} | {100 * self.has_unknown:.1f} | {100 * self.has_unknown_ceiling:.2f} | "
-                f"{100 * self.verdict:.1f} |")
+        return (f"| {self.boundary} | {100 * self.has_unknown:.1f} | {100 * self.has_unknown_mlp:.1f} | "
+                f"{100 * self.has_unknown_ceiling:.2f} | {100 * self.sample_ceiling:.2f} | {100 * self.verdict:.1f} | "
+                f"{100 * self.verdict_mlp:.1f} |")
 
 
-def probe_boundaries(model: torch.nn.Module, n: int = 50_000, seed: int = 999, p_unk: float = 0.15) -> list[ProbeRow]:
-    """Has-Unknown (OR of the four flags) and verdict (the 3-way label) linear probes at each
-    boundary, on ``n`` fresh records split 60/20/20, beside the exact Has-Unknown Bayes ceiling."""
+def probe_records(n: int = 50_000, seed: int = 999, p_unk: float = 0.15) -> np.ndarray:
+    """The probes' ``n`` fresh 4-domain records from data seed ``seed`` (Sec. 1.7)."""
     spec = RecordSpec(**{**FOUR_DOMAIN.__dict__, "p_unk": p_unk})
-    x = sample_records(np.random.default_rng(seed), n, spec)
+    return sample_records(np.random.default_rng(seed), n, spec)
+
+
+def probe_boundaries(model: torch.nn.Module, n: int = 50_000, seed: int = 999, p_unk: float = 0.15,
+                     mlp: bool = True, verdict: bool = True) -> list[ProbeRow]:
+    """Has-Unknown (OR of the four flags) and, with ``verdict``, verdict (the 3-way label) probes
+    at each boundary on ``n`` fresh records split 60/20/20 (Sec. 1.7): the linear SVM and, with
+    ``mlp``, the MLP probe; beside the exact Has-Unknown Bayes ceiling and the Bayes rule on the
+    test part. A probe not fitted reads nan."""
+    spec = RecordSpec(**{**FOUR_DOMAIN.__dict__, "p_unk": p_unk})
+    x = probe_records(n, seed, p_unk)
     hu = x[:, 27:31].any(1).astype(np.int64)
-    verdict = evaluate_records(x, spec)["label"]
+    label = evaluate_records(x, spec)["label"]
     states = boundary_states(model, x)
-    return [ProbeRow(b, linear_probe(states[b], hu), has_unknown_ceiling(b, p_unk), linear_probe(states[b], verdict))
-            for b in BOUNDARIES]
+    nan = float("nan")
+    rows = []
+    for b in BOUNDARIES:
+        h = states[b]
+        rows.append(ProbeRow(b, linear_probe(h, hu), has_unknown_ceiling(b, p_unk),
+                             linear_probe(h, label) if verdict else nan,
+                             has_unknown_mlp=mlp_probe(h, hu) if mlp else nan,
+                             verdict_mlp=mlp_probe(h, label) if mlp and verdict else nan,
+                             sample_ceiling=has_unknown_sample_ceiling(x, b)))
+    return rows
+
+
+def probe_metrics(rows: list[ProbeRow]) -> dict[str, float]:
+    """The probe rows as flat metrics: ``probe_hu/<b>``, ``probe_hu_mlp/<b>``, ``probe_hu_ceiling/<b>``,
+    ``probe_hu_sample_ceiling/<b>``, ``probe_verdict/<b>``, ``probe_verdict_mlp/<b>``."""
+    out: dict[str, float] = {}
+    for r in rows:
+        out |= {f"probe_hu/{r.boundary}": r.has_unknown, f"probe_hu_mlp/{r.boundary}": r.has_unknown_mlp,
+                f"probe_hu_ceiling/{r.boundary}": r.has_unknown_ceiling,
+                f"probe_hu_sample_ceiling/{r.boundary}": r.sample_ceiling,
+                f"probe_verdict/{r.boundary}": r.verdict, f"probe_verdict_mlp/{r.boundary}": r.verdict_mlp}
+    return out
 
 
 def probe_table(rows: list[ProbeRow]) -> str:
-    head = "| boundary | Has-Unknown probe % | Bayes ceiling % | verdict probe % |\n|---|---|---|---|"
+    head = ("| boundary | Has-Unknown SVM % | Has-Unknown MLP % | Bayes ceiling % | Bayes rule on the test part % | "
+            "verdict SVM % | verdict MLP % |\n|---|---|---|---|---|---|---|")
     return "\n".join([head] + [r.line() for r in rows])
 
 
@@ -252,6 +342,7 @@ def time_to_first_pass(metrics: list[dict], key: str = "rules12_passed", target:
     return None
 
 
-__all__ = ["rule_accuracies", "rules_passed", "rule_table", "probe_boundaries", "probe_table", "patch_order_verdict",
+__all__ = ["rule_accuracies", "rules_passed", "rule_table", "probe_boundaries", "probe_metrics", "probe_table",
+           "linear_probe", "mlp_probe", "has_unknown_sample_ceiling", "patch_order_verdict",
            "matched_pairs", "chain_accuracy", "chain_accuracy_from_step", "chain_figure", "chain_table",
            "time_to_first_pass"]

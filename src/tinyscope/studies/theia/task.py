@@ -240,39 +240,62 @@ RULES_39 = tuple([Rule(op, va, vb) for op in ("AND", "OR", "IMPLIES", "IFF") for
                   for vb in (F_, T_, U_)] + [Rule("NOT", va, F_) for va in (F_, T_, U_)])
 
 
+HARNESSES = ("tinyscope", "authors")
+
+
 def force_rule(rng: np.random.Generator, n: int, rule: Rule, spec: RecordSpec = FOUR_DOMAIN,
-               false_via: Literal["LT", "GT"] = "LT") -> np.ndarray:
+               false_via: Literal["LT", "GT"] = "LT", harness: str = "tinyscope") -> np.ndarray:
     """``n`` records whose operands are forced to ``rule``'s values (the doubly fixed harness).
 
     a and b are never Unknown, so c is known. val_ord = T by GTE with d = max(0, c-1); F by LT
     with d = c (``false_via="GT"``: GT with d = min(c+1, 20), the 12-rule script's choice); U by
-    d_unk. val_set = T / F by setting S[c] to 1 / 0, U by s_unk. NOT draws the set operand freely.
+    d_unk. val_set = T / F by setting S[c] to 1 / 0, U by s_unk.
+
+    ``harness="tinyscope"``: a U order operand keeps the drawn d and relation; NOT draws the set
+    operand freely (s_unk too). ``harness="authors"`` (the code's ``kleene_full_diagnostic``):
+    a U order operand has rel = GTE and d = max(0, c-1) besides d_unk; NOT fixes val_set = T
+    (S[c] = 1, s_unk = 0); every flag not forced is 0.
     """
     check(spec.arith == "clamped", "the harness forces operands on the 4-domain records (arith='clamped')")
+    check_choice("harness", harness, HARNESSES)
     x = sample_records(rng, n, spec)
     x[:, COL_LOGIC] = spec.ops.index(rule.op)
     x[:, COL_A_UNK] = x[:, COL_B_UNK] = 0
     c = arithmetic(x[:, COL_A], x[:, COL_B], x[:, COL_ARITH], spec.arith)
     rel_of = {name: i for i, name in enumerate(spec.relations)}
     x[:, COL_D_UNK] = rule.va == U_
-    if rule.va == T_:
+    if rule.va == T_ or (rule.va == U_ and harness == "authors"):
         x[:, COL_REL], x[:, COL_D] = rel_of["GTE"], np.maximum(0, c - 1)
     elif rule.va == F_ and false_via == "LT":
         x[:, COL_REL], x[:, COL_D] = rel_of["LT"], c
     elif rule.va == F_:
         x[:, COL_REL], x[:, COL_D] = rel_of["GT"], np.minimum(c + 1, 20)
-    if rule.op != "NOT":
-        x[:, COL_S_UNK] = rule.vb == U_
-        if rule.vb != U_:
-            x[np.arange(n), COL_SET_START + c] = int(rule.vb == T_)
+    vb = T_ if rule.op == "NOT" and harness == "authors" else rule.vb
+    if rule.op != "NOT" or harness == "authors":
+        x[:, COL_S_UNK] = vb == U_
+        if vb != U_:
+            x[np.arange(n), COL_SET_START + c] = int(vb == T_)
     return x
 
 
+def rule_seed(rule: Rule, seed: int, index: int, harness: str) -> list[int]:
+    """The generator seed of a rule's records: ``(seed, index)`` in tinyscope's harness; in the
+    authors', ``(seed, op*9 + va*3 + vb)`` for a binary rule and ``(seed, 100 + va)`` for NOT, with
+    the code's operator index (AND 0, OR 1, NOT 2, IMPLIES 3, IFF 4). The code seeds a torch
+    generator with the bare number; its draws cannot be replayed in numpy, so the records are
+    the same distribution, not the same bytes."""
+    if harness == "tinyscope":
+        return [seed, index]
+    if rule.op == "NOT":
+        return [seed, 100 + rule.va]
+    return [seed, KLEENE_OPS.index(rule.op) * 9 + rule.va * 3 + rule.vb]
+
+
 def rule_suite(rules: tuple[Rule, ...], n_per_rule: int, seed: int, spec: RecordSpec = FOUR_DOMAIN,
-               false_via: Literal["LT", "GT"] = "LT") -> list[tuple[Rule, np.ndarray]]:
-    """Forced records for each rule; rule i's generator is seeded with ``(seed, i)``
-    (the paper's 39-rule script seeds rule (op, va, vb) with op*9 + va*3 + vb)."""
-    return [(rule, force_rule(np.random.default_rng([seed, i]), n_per_rule, rule, spec, false_via))
+               false_via: Literal["LT", "GT"] = "LT", harness: str = "tinyscope") -> list[tuple[Rule, np.ndarray]]:
+    """Forced records for each rule, rule ``i``'s generator seeded by :func:`rule_seed`."""
+    return [(rule, force_rule(np.random.default_rng(rule_seed(rule, seed, i, harness)), n_per_rule, rule, spec,
+                              false_via, harness))
             for i, rule in enumerate(rules)]
 
 
