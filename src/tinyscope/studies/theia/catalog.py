@@ -6,4 +6,8 @@ EXPERIMENTS = (
      'mod-3 composition chain: step model + TransitionNet, 3 phases (Li 2026 Sec. 4.4)'),
     ('theia-kleene', ('smoke', 'cpu', 'paper'),
      'THEIA engines learn complete Kleene K3 over 4 domains (Li 2026)'),
+    ('theia-kleene-transformer', ('smoke', 'cpu', 'paper'),
+     '4-domain BigTransformer baseline (post-LN, 3.64M), matched recipe: AdamW 5e-4, cosine (Li 2026)'),
+    ('theia-kleene-transformer-tuned', ('smoke', 'cpu', 'paper'),
+     '4-domain BigTransformer, App. G tuned recipe: lr 1e-4, betas (0.9, 0.98), warmup + cosine (Li 2026)'),
 )
