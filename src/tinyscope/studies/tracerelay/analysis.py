@@ -11,8 +11,11 @@ recover the ID accuracy.
 prompt (source + SEP) of length T', the unwrapped phase of channel j at position t is
 ``Phi_t = sum_k u_{t-kW}`` (Eq. 7 before the wrap; ``wrap(Phi) == theta``). A channel is
 count-like when the total increment over the prompt, ``S_j = sum_r Phi_{T'-1-r, j}`` (the W
-lineage ends), is a linear function of the source counts: ``R^2`` of the least-squares fit
-``S_j ~ a . N + b`` over the ID lengths. Its aliasing at length T: the cos/sin readout sees
+lineage ends), is a linear function of the source composition: ``R^2`` of the least-squares fit
+``S_j ~ a . N + b`` within each ID length (the counts sum to T, so only the composition varies),
+averaged over the ID lengths, at least 0.9. A channel is a clock when ``S_j`` follows the length
+instead: ``R^2`` of ``S_j ~ c T + b`` over the pooled ID lengths >= 0.9 while its composition
+``R^2`` is below 0.5. Aliasing of a count-like channel at length T: the cos/sin readout sees
 only ``Phi mod 2 pi``, so a lineage-end phase outside the ID range ``[lo, hi]`` (0.5 and 99.5
 percentiles over ID lengths) whose wrap into ``[lo, lo + 2 pi)`` lands inside ``[lo, hi]``
 reads as an ID phase of another count. Reported per length: the span in turns
@@ -119,12 +122,16 @@ def phase_analysis(exp, cfg, task: MostFreq, model, n: int) -> tuple[dict, dict]
     for layer in range(model.cfg.n_layers):
         counts = np.concatenate([per_len[T][0] for T in id_T])
         totals = np.concatenate([per_len[T][1][layer]["phi"].sum(1) for T in id_T])  # (n_id, d)
-        r2, coef = count_fit(totals, counts)
+        _, coef = count_fit(totals, counts)
+        r2 = np.mean([count_fit(per_len[T][1][layer]["phi"].sum(1), per_len[T][0])[0] for T in id_T], 0)  # (d,)
+        r2_len, _ = count_fit(totals, counts.sum(1, keepdims=True))  # (d,) the length alone
         order = np.argsort(-r2)
         count_like = [int(j) for j in order if r2[j] >= COUNT_LIKE_R2]
+        clocks = [int(j) for j in range(len(r2)) if r2_len[j] >= COUNT_LIKE_R2 and r2[j] < 0.5]
         id_phi = {j: np.concatenate([per_len[T][1][layer]["phi"][..., j] for T in id_T]) for j in order}
         rec = {"layer": layer, "r2_best": float(r2[order[0]]), "channel_best": int(order[0]),
-               "n_count_like": len(count_like), "n_channels": int(len(r2)), "by_length": {}}
+               "n_count_like": len(count_like), "n_clock": len(clocks), "n_channels": int(len(r2)),
+               "r2_length_best": float(r2_len.max()), "by_length": {}}
         for T in lengths:
             chans = count_like or [int(order[0])]
             stats = [aliasing(id_phi[j], per_len[T][1][layer]["phi"][..., j]) for j in chans]

@@ -88,10 +88,11 @@ def phase_trace_figure(data: dict, title: str = "Most-Freq: unwrapped relay phas
             pos = range(0, len(trace), W)
             ax.plot(list(pos), trace[::W], lw=1.2, label=f"T={T}")
             lo, hi = min(lo, trace.min()), max(hi, trace.max())
-        for k in range(math.floor(lo / (2 * math.pi)), math.ceil(hi / (2 * math.pi)) + 1):
+        turns = range(math.floor(lo / (2 * math.pi)), math.ceil(hi / (2 * math.pi)) + 1)
+        for k in turns if len(turns) <= 24 else ():  # denser lines would hide the trace
             ax.axhline(2 * math.pi * k, ls=":", color="gray", lw=0.7)
         ax.set(xlabel="position t (lineage 0)", ylabel="unwrapped phase (rad)",
-               title=f"layer {layer}, channel {ch} (R²={r2:.2f})")
+               title=f"layer {layer}, channel {ch} (composition R²={r2:.2f})")
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -124,7 +125,7 @@ def phase_count_figure(data: dict, id_lengths: list[int],
             ax.axhline(lo + k * 2 * math.pi, ls="--", color="gray", lw=0.7)
             ax.axhline(hi + k * 2 * math.pi, ls="--", color="gray", lw=0.7)
         ax.set(xlabel="fitted a·N / W (rad)", ylabel="lineage-end phase (rad)",
-               title=f"layer {layer}, channel {ch} (R²={r2:.2f})")
+               title=f"layer {layer}, channel {ch} (composition R²={r2:.2f})")
         ax.legend(fontsize=7, markerscale=4)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
