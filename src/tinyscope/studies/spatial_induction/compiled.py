@@ -55,6 +55,7 @@ def kl_rows(q: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def compile_circuit(cfg: CompiledRunConfig, task: CellularTask):
+    check(task.cfg.token_ids == "tinyscope", "compiled circuits read tinyscope's token ids; keep task.token_ids=tinyscope")
     from tinyscope.studies.spatial_induction.constructions.dedicated_heads import construction_one
     from tinyscope.studies.spatial_induction.constructions.shared_head import construction_two
 
@@ -62,6 +63,11 @@ def compile_circuit(cfg: CompiledRunConfig, task: CellularTask):
     build = construction_one if c.construction == "I" else construction_two
     return build(task.layout, stochastic=task.stochastic, kappa=c.kappa, alpha=c.alpha, Lambda=c.Lambda,
                             beta=c.beta, readout_scale=c.readout_scale)
+
+
+#: pools of the compiled runs' held-out rules (large spaces): nothing is trained, so any held-out
+#: rules serve; pools of App. I.1's shape but small enough to build for every grid of the checks
+COMPILED_POOL_SIZES = (6000, 600, 600)
 
 
 class CompiledSihExperiment(Experiment):
@@ -74,7 +80,8 @@ class CompiledSihExperiment(Experiment):
         self.name = f"sih-compiled-{setting}-{regime}"
         self.description = f"spatial induction heads compiled by Construction I or II ({setting}, {regime}); not trained"
         self.config_cls = CompiledRunConfig
-        self.presets = {"paper": lambda: CompiledRunConfig(task=task_config(setting, regime, n_val=64, n_test=256))}
+        small = dict(pool_sizes=list(COMPILED_POOL_SIZES)) if setting != "eca" and regime == "det" else {}
+        self.presets = {"paper": lambda: CompiledRunConfig(task=task_config(setting, regime, n_val=64, n_test=256, **small))}
 
     def build_task(self, cfg: CompiledRunConfig) -> CellularTask:
         return CellularTask(cfg.task)
@@ -205,7 +212,8 @@ def grid_independence(setting: str, cfg: CompiledRunConfig) -> list[dict]:
 
     rows = []
     for grid in GRIDS[setting]:
-        task = CellularTask(task_config(setting, "det", grid=grid, T=4, T0=3, holdout=[], n_val=1, n_test=2))
+        small = dict(pool_sizes=[600, 60, 60]) if setting != "eca" else {}
+        task = CellularTask(task_config(setting, "det", grid=grid, T=4, T0=3, holdout=[], n_val=1, n_test=2, **small))
         c = compile_circuit(dataclasses.replace(cfg, task=task.cfg), task)
         ev = task.eval_set("test")
         pred = c.predictive(ev.tokens).numpy().argmax(-1)

@@ -21,7 +21,7 @@ from tinyscope.models.transformer import Transformer, TransformerConfig
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
 from tinyscope.runs.experiment import AnalysisOptions, AnalysisResult, Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
-from tinyscope.studies.spatial_induction.task import CellularConfig, CellularTask, fresh_eval_task
+from tinyscope.studies.spatial_induction.task import DATA_VERSION, CellularConfig, CellularTask, fresh_eval_task
 from tinyscope.train.trainer import TrainConfig
 
 CITATION = Citation("", "Spatial Induction Heads: In-Context Learning of Multidimensional Cellular Automata", 2026)
@@ -78,15 +78,17 @@ class SihRunConfig:
     def __post_init__(self):
         n_ctx = CellularTask(self.task).n_ctx
         check(self.model.n_ctx >= n_ctx, f"model.n_ctx={self.model.n_ctx} must be >= the stream's {n_ctx} input positions")
-        check(self.model.vocab_size == self.task.V + 2,
-              f"model.vocab_size={self.model.vocab_size} must be task.V + 2 = {self.task.V + 2}")
+        vocab = CellularTask(self.task).vocab_size
+        check(self.model.vocab_size == vocab,
+              f"model.vocab_size={self.model.vocab_size} must be the stream's vocabulary {vocab} "
+              f"(task.V={self.task.V}, task.token_ids={self.task.token_ids})")
 
 
 def task_config(setting: str, regime: str, **kw) -> CellularConfig:
     s = SETTINGS[setting]
     base = dict(neighbourhood=s["neighbourhood"], V=s["V"], rules="deterministic" if regime == "det" else "stochastic",
                 symmetry_spatial=s["symmetry"][0], symmetry_states=s["symmetry"][1], holdout=list(s["holdout"]),
-                **s[regime])
+                data_version=DATA_VERSION, **s[regime])
     base.update(kw)
     return CellularConfig(**base)
 
@@ -97,8 +99,8 @@ def model_config(task: CellularConfig, arch: str, d_model: int, d_ffn: int, n_ro
     public code's nn.MultiheadAttention; REFERENCE.md)."""
     heads = [1, 1] if arch == "shared" else [n_routing, 1]
     mlp = [d_ffn, d_ffn] if arch == "shared" else [0, d_ffn]
-    n_ctx = CellularTask(task).n_ctx
-    base = dict(vocab_size=task.V + 2, n_ctx=n_ctx, d_model=d_model, d_head=None, n_heads=heads,
+    layout = CellularTask(task).layout
+    base = dict(vocab_size=layout.vocab_size, n_ctx=layout.input_length, d_model=d_model, d_head=None, n_heads=heads,
                 d_mlp=mlp, act="relu", norm="pre", final_norm=False, attn_out_proj=True, qkv_bias=True,
                 attn_out_bias=True, mlp_bias=True, unembed_bias=False, positions="learned", init="torch")
     base.update(kw)
@@ -156,6 +158,8 @@ def smoke_preset(setting: str, arch: str, regime: str):
         small.update(grid=[16], T=10, T0=9)
     if setting == "vn2d":
         small.update(grid=[6, 6], T=7, T0=6)
+    if setting != "eca" and regime == "det":  # pools of App. I.1's shape, small enough to build in a second
+        small.update(pool_sizes=[3000, 300, 300] if setting == "v3" else [2000, 200, 200])
     task = task_config(setting, regime, **small)
     return lambda: SihRunConfig(
         task=task, model=model_config(task, arch, 16, 32, s["routing"]),

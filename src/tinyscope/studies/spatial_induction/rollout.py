@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from tinyscope.errors import TinyscopeError
 from tinyscope.models.kv_cache import KVCacheDecoder
 from tinyscope.studies.spatial_induction.bayes import posterior_predictive
 from tinyscope.studies.spatial_induction.evolve import parent_codes
@@ -167,20 +168,17 @@ def rollout_panel(model: torch.nn.Module, layout: Layout, traj: np.ndarray, T0: 
 def rollout_panel_for_run(run, seed: int = 42) -> dict:
     """The Figure 1 row of a trained 1D V=2 run: Rule 110 (deterministic runs) or Stavskaya
     p = 0.29 (stochastic runs), on a coverage-filtered trajectory of the run's grid and horizon."""
-    from tinyscope.studies.spatial_induction.coverage import is_covered, rejection_sample
-    from tinyscope.studies.spatial_induction.evolve import evolve
+    from tinyscope.studies.spatial_induction.coverage import cover
     from tinyscope.studies.spatial_induction.rules import stavskaya, wolfram
 
     task, cfg = run.task, run.cfg
     stochastic = task.stochastic
     table = stavskaya(0.29) if stochastic else wolfram(110)
     rng = np.random.default_rng(seed)
-
-    def draw(g, m):
-        tabs = np.broadcast_to(table, (m, *table.shape)).copy()
-        return tabs, evolve(task.lattice, tabs, cfg.task.T, g)
-
-    _, traj = rejection_sample(draw, lambda x: is_covered(task.lattice, x, cfg.task.T0), rng, 1)
+    traj, ok = cover(task.lattice, table[None], cfg.task.T, cfg.task.T0, rng, tries=1000)
+    if not ok[0]:
+        raise TinyscopeError(f"no initial state in 1000 draws covers the context of {'Stavskaya' if stochastic else 'Rule 110'} "
+                             f"on grid {cfg.task.grid} with T0={cfg.task.T0}")
     title = "Stavskaya p=0.29" if stochastic else "Rule 110"
     return rollout_panel(run.model, task.layout, traj, cfg.task.T0, stochastic, title, seed)
 

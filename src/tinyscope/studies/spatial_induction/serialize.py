@@ -1,7 +1,9 @@
 """Row-terminated serialization and the layout map rho (Sec. 3.2, App. C.1, App. I.1).
 
 Tokens: cell states are 0..V-1, ``ROW_SEP = V``, ``TIME_SEP = V + 1`` (vocabulary V + 2, also in
-1D where ROW_SEP never occurs). One step is emitted in row-major order (last axis fastest) with a
+1D where ROW_SEP never occurs). ``token_ids="authors"`` uses the public code's ids instead, so
+streams and embeddings can be exchanged with it: in 1D one separator, TIME_SEP = V (vocabulary
+V + 1); in 2D TIME_SEP = V and ROW_SEP = V + 1 (vocabulary V + 2). One step is emitted in row-major order (last axis fastest) with a
 ROW_SEP after each innermost row except the last, which gets a TIME_SEP; the final TIME_SEP of
 the stream is omitted (App. I.1), so the stream has N - 1 tokens, N = T (|G| + |G|/W_d).
 
@@ -19,29 +21,40 @@ import numpy as np
 from tinyscope.errors import check
 from tinyscope.studies.spatial_induction.lattice import Lattice
 
+TOKEN_IDS = ("tinyscope", "authors")
+
 
 @dataclass(frozen=True)
 class Layout:
-    """Stream layout of a trajectory of ``T`` steps on ``lattice``."""
+    """Stream layout of a trajectory of ``T`` steps on ``lattice`` with separator ids ``token_ids``."""
 
     lattice: Lattice
     T: int
+    token_ids: str = "tinyscope"
+
+    def __post_init__(self):
+        check(self.token_ids in TOKEN_IDS, f"token_ids={self.token_ids!r} must be one of {', '.join(TOKEN_IDS)}")
 
     @property
     def V(self) -> int:
         return self.lattice.V
 
     @property
+    def authors(self) -> bool:
+        return self.token_ids == "authors"
+
+    @property
     def row_sep(self) -> int:
-        return self.lattice.V
+        return self.lattice.V + 1 if self.authors else self.lattice.V
 
     @property
     def time_sep(self) -> int:
-        return self.lattice.V + 1
+        return self.lattice.V if self.authors else self.lattice.V + 1
 
     @property
     def vocab_size(self) -> int:
-        return self.lattice.V + 2
+        """V + 2; V + 1 for the authors' 1D streams, which have no ROW_SEP."""
+        return self.lattice.V + (1 if self.authors and self.lattice.dim == 1 else 2)
 
     @property
     def step_tokens(self) -> int:

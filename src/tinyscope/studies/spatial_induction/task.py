@@ -13,16 +13,21 @@ from functools import cached_property
 
 import numpy as np
 
-from tinyscope.errors import check, check_choice
+from tinyscope.errors import TinyscopeError, check, check_choice
 from tinyscope.studies.spatial_induction.bayes import true_predictive
-from tinyscope.studies.spatial_induction.coverage import is_covered, rejection_sample
+from tinyscope.studies.spatial_induction.coverage import cover, feasibility
 from tinyscope.studies.spatial_induction.evolve import evolve
 from tinyscope.studies.spatial_induction.lattice import NEIGHBOURHOODS, Lattice
+from tinyscope.studies.spatial_induction.pools import PAPER_POOL_SIZES, StratifiedPools
 from tinyscope.studies.spatial_induction.rules import dirichlet_tables, table_from_number
-from tinyscope.studies.spatial_induction.serialize import Layout
-from tinyscope.studies.spatial_induction.splits import SPLITS, EnumeratedSplits, HashedSplits
+from tinyscope.studies.spatial_induction.serialize import TOKEN_IDS, Layout
+from tinyscope.studies.spatial_induction.splits import SPLITS, EnumeratedSplits
 from tinyscope.studies.spatial_induction.symmetry import SymmetryGroup
 from tinyscope.tasks.base import Batch, fingerprint
+
+#: version of the sampler, pools and token streams; the presets record it (rundir.trained_as
+#: then treats runs of an older version as stale). 2: coverage keeps the rule, App. I.1 pools.
+DATA_VERSION = 2
 
 
 @dataclass
@@ -58,6 +63,18 @@ class CellularConfig:
     # paper); "expected" = its conditional law q_true(. | parents) as a soft target. Both give the
     # same expected gradient and the same minimiser (the Bayes predictor); "expected" has less noise.
     train_targets: str = "sampled"
+    # rule pools of the large spaces (train, val-out, test rules after orbit expansion); empty:
+    # App. I.1's sizes for 1D V=3 k=3 and 2D von Neumann (see pools.PAPER_POOL_SIZES)
+    pool_sizes: list[int] = field(default_factory=list)
+    # the coverage filter redraws a trajectory's initial state at most this often; a deterministic
+    # rule with no covering one among as many draws of its own stream is not coverage-feasible
+    coverage_tries: int = 64
+    # token ids of the separators: "tinyscope" (ROW_SEP = V, TIME_SEP = V + 1) or "authors" (the
+    # public code's: 1D one separator V, 2D TIME_SEP = V, ROW_SEP = V + 1)
+    token_ids: str = "tinyscope"
+    # the data pipeline a run was trained with: 1 = before 2026-12-01 (a missing field reads as 1;
+    # the coverage filter then redrew the rule, pools were unweighted); the presets set DATA_VERSION
+    data_version: int = 1
 
     def __post_init__(self):
         check_choice("task.neighbourhood", self.neighbourhood, tuple(NEIGHBOURHOODS))
@@ -78,6 +95,11 @@ class CellularConfig:
             check(len(self.curriculum_alpha) == len(self.curriculum_steps),
                   f"task.curriculum_alpha={self.curriculum_alpha} needs one entry per task.curriculum_steps")
             check(all(a > 0 for a in self.curriculum_alpha), f"task.curriculum_alpha={self.curriculum_alpha} must be > 0")
+        check(not self.pool_sizes or (len(self.pool_sizes) == 3 and min(self.pool_sizes) >= 1),
+              f"task.pool_sizes={self.pool_sizes} must be empty or three positive sizes (train, val, test)")
+        check(self.coverage_tries >= 1, f"task.coverage_tries={self.coverage_tries} must be >= 1")
+        check_choice("task.token_ids", self.token_ids, TOKEN_IDS)
+        check(self.data_version in (1, DATA_VERSION), f"task.data_version={self.data_version} must be 1 or {DATA_VERSION}")
         dim = len(NEIGHBOURHOODS[self.neighbourhood][0])
         check(len(self.grid) == dim, f"task.grid={self.grid} needs {dim} sides for the {self.neighbourhood} neighbourhood")
 
@@ -96,7 +118,7 @@ class CellularTask:
     def __init__(self, cfg: CellularConfig):
         self.cfg = cfg
         self.lattice = Lattice(tuple(cfg.grid), NEIGHBOURHOODS[cfg.neighbourhood], cfg.V)
-        self.layout = Layout(self.lattice, cfg.T)
+        self.layout = Layout(self.lattice, cfg.T, cfg.token_ids)
         self.vocab_size = self.layout.vocab_size
         self.group = SymmetryGroup(Lattice((3,) * self.lattice.dim if self.lattice.dim > 1 else (3,),
                                            self.lattice.offsets, cfg.V),
@@ -145,33 +167,100 @@ class CellularTask:
             check(self.group.name == "reflectionxcomplement",
                   "the ECA splits use the 88 classes of reflection x complement; keep task.symmetry_*")
             return EnumeratedSplits(seed=self.cfg.split_seed, holdout=tuple(self.cfg.holdout))
-        return HashedSplits(self.group, seed=self.cfg.split_seed, holdout=tuple(self.cfg.holdout))
+        sizes = tuple(self.cfg.pool_sizes) or PAPER_POOL_SIZES.get((lat.V, lat.k, lat.dim))
+        check(sizes is not None, f"task.pool_sizes must be given for V={lat.V}, k={lat.k}, dimension {lat.dim} "
+              f"(App. I.1 sizes exist for {', '.join(f'V={v} k={k} {d}D' for v, k, d in PAPER_POOL_SIZES)})")
+        return StratifiedPools(lat, self.group, self.cfg.T0, sizes, seed=self.cfg.split_seed,
+                               tries=self.cfg.coverage_tries, holdout=tuple(self.cfg.holdout))
+
+    def pool(self, split: str) -> np.ndarray:
+        """Rule numbers of ``split``'s pool (deterministic rules)."""
+        check_choice("split", split, SPLITS)
+        return np.asarray(self.splits.rules(split), dtype=np.uint64)
+
+    @cached_property
+    def _feasible_eca(self) -> dict[str, np.ndarray]:
+        """The coverage-feasible subset of each ECA pool (App. I.1), computed once up front."""
+        out = {}
+        for split in SPLITS:
+            numbers = self.pool(split)
+            tables = np.stack([table_from_number(int(r), 2, 3) for r in numbers])
+            out[split] = numbers[feasibility(self.lattice, tables, self.cfg.T0, self.cfg.coverage_tries, self.group)[0]]
+        return out
+
+    def eval_pool(self, split: str) -> np.ndarray | None:
+        """Rule numbers the coverage-filtered sets of ``split`` draw from, when known up front: the
+        feasible subset of an ECA pool, the held-out pools of the large spaces (built feasible);
+        None for a large training pool (checked rule by rule: the same uniform law)."""
+        if isinstance(self.splits, EnumeratedSplits):
+            return self._feasible_eca[split]
+        return None if split == "train" else self.pool(split)
 
     # ------------------------------------------------------------------ rules
+    def _tables(self, numbers: np.ndarray) -> np.ndarray:
+        from tinyscope.studies.spatial_induction.pools import tables_of
+
+        return tables_of(numbers, self.lattice.V, self.lattice.n_configs)
+
     def draw_rules(self, rng: np.random.Generator, n: int, split: str, alpha: float | None = None) -> np.ndarray:
-        """``n`` rule tables of ``split``: (n, C) ints, or (n, C, V) Dirichlet(``alpha``, default
-        ``task.alpha``) rows."""
+        """``n`` rule tables of ``split``, uniform over its pool: (n, C) ints, or (n, C, V)
+        Dirichlet(``alpha``, default ``task.alpha``) rows."""
         check_choice("split", split, SPLITS)
         lat = self.lattice
         if self.stochastic:
             return dirichlet_tables(rng, n, lat.V, lat.k, self.cfg.alpha if alpha is None else alpha)
-        if isinstance(self.splits, EnumeratedSplits):
-            pool = self.splits.rules(split)
-            numbers = pool[rng.integers(0, len(pool), size=n)]
-            return np.stack([table_from_number(int(r), lat.V, lat.k) for r in numbers]) if n else \
-                np.zeros((0, lat.n_configs), np.int64)
-        return self.splits.sample(rng, n, split)
+        pool = self.pool(split)
+        return self._tables(pool[rng.integers(0, len(pool), size=n)])
+
+    def draw_feasible_rules(self, rng: np.random.Generator, n: int, split: str, max_rounds: int = 200) -> np.ndarray:
+        """``n`` tables uniform over the coverage-feasible subset of ``split``'s pool."""
+        pool = self.eval_pool(split)
+        if pool is not None:
+            if not len(pool):
+                raise TinyscopeError(f"no rule of the {split} pool is coverage-feasible on grid {self.cfg.grid} "
+                                     f"with T0={self.cfg.T0}; lengthen the context or enlarge the grid")
+            return self._tables(pool[rng.integers(0, len(pool), size=n)])
+        kept, have = [], 0
+        for _ in range(max_rounds):
+            tables = self.draw_rules(rng, max(n - have, 16), split)
+            ok = feasibility(self.lattice, tables, self.cfg.T0, self.cfg.coverage_tries, self.group)[0]
+            kept.append(tables[ok])
+            have += int(ok.sum())
+            if have >= n:
+                return np.concatenate(kept)[:n]
+        raise TinyscopeError(f"only {have} of {n} rules of the {split} pool were coverage-feasible after "
+                             f"{max_rounds} rounds; lengthen the context (task.T0) or enlarge the grid")
 
     def trajectories(self, rng: np.random.Generator, n: int, split: str, covered: bool,
-                     alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(tables, trajectories (n, T, *shape)); ``covered`` applies the coverage filter."""
-        def draw(g, m):
-            tables = self.draw_rules(g, m, split, alpha)
-            return tables, evolve(self.lattice, tables, self.cfg.T, g)
-
+                     alpha: float | None = None, max_rounds: int = 200) -> tuple[np.ndarray, np.ndarray]:
+        """(tables, trajectories (n, T, *shape)); ``covered`` applies the coverage filter: each
+        trajectory's rule is drawn once (uniform over the feasible subset of the pool) and only
+        its initial state is redrawn (App. I.1). A fresh Dirichlet rule with no covering draw in
+        ``task.coverage_tries`` is replaced by a fresh one."""
+        cfg = self.cfg
         if not covered:
-            return draw(rng, n)
-        return rejection_sample(draw, lambda x: is_covered(self.lattice, x, self.cfg.T0), rng, n)
+            tables = self.draw_rules(rng, n, split, alpha)
+            return tables, evolve(self.lattice, tables, cfg.T, rng)
+        if not self.stochastic:
+            tables = self.draw_feasible_rules(rng, n, split)
+            # a feasible class covers with the same chance from every member, so the bound of the
+            # feasibility test, taken 16 times over, leaves no rule behind in practice
+            traj, ok = cover(self.lattice, tables, cfg.T, cfg.T0, rng, 16 * cfg.coverage_tries)
+            if not ok.all():
+                raise TinyscopeError(f"{int((~ok).sum())} coverage-feasible rules found no covering initial state in "
+                                     f"{16 * cfg.coverage_tries} draws; raise task.coverage_tries")
+            return tables, traj
+        kept, trajs, have = [], [], 0
+        for _ in range(max_rounds):
+            tables = self.draw_rules(rng, n - have, split, alpha)
+            traj, ok = cover(self.lattice, tables, cfg.T, cfg.T0, rng, cfg.coverage_tries)
+            kept.append(tables[ok])
+            trajs.append(traj[ok])
+            have += int(ok.sum())
+            if have >= n:
+                return np.concatenate(kept)[:n], np.concatenate(trajs)[:n]
+        raise TinyscopeError(f"coverage filter accepted only {have} of {n} trajectories after {max_rounds} rounds; "
+                             "lengthen the context (task.T0) or enlarge the grid")
 
     # ------------------------------------------------------------------ batches
     def batch(self, tables: np.ndarray, traj: np.ndarray, scored_only: bool) -> Batch:
