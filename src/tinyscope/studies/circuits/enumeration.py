@@ -13,7 +13,6 @@ import numpy as np
 from tinyscope.errors import check_choice
 from tinyscope.studies.circuits.grammar import Expr, Grammar
 
-
 MAX_ENUMERATED = 10_000_000  # enumerate_depth refuses larger sets (listops-lra depth 1: 4.4e10)
 
 
