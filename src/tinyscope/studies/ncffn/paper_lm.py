@@ -85,11 +85,11 @@ PRESETS = {
         train=_train(steps=30, batch_size=8, warmup_steps=5, eval_every=15, log_every=10),
         eval=PaperEvalConfig(max_windows=16, latch_half_life=32.0)),
     "cpu": lambda: GPT2RunConfig(
-        data=CorpusConfig(vocab_size=2048, val_fraction=0.02, builtin_sentences=20_000),
-        model=gpt(vocab_size=2048, n_ctx=128, d_model=128, d_head=32, n_heads=[4] * 4, d_mlp=[512] * 4),
+        data=CorpusConfig(vocab_size=512, val_fraction=0.02, builtin_sentences=20_000),
+        model=gpt(vocab_size=512),  # ncffn-lm's cpu model: 2 layers, D 96, context 64
         quant=QuantifierConfig(n_exist=16, n_prop=16),
-        train=_train(steps=1500, batch_size=32, eval_every=250, log_every=50),
-        eval=PaperEvalConfig(max_windows=100, latch_half_life=128.0)),
+        train=_train(steps=1200, batch_size=32, eval_every=200, log_every=50),
+        eval=PaperEvalConfig(max_windows=100, latch_half_life=64.0)),
     # GPT-2 small on the user's corpus (OpenWebText in the paper). The paper's optimiser, steps and
     # schedule are not public: nanoGPT's OpenWebText recipe (AdamW 6e-4, betas 0.9/0.95, wd 0.1,
     # 2,000 warmup steps, cosine to 10%), batch 64 x 1024 tokens, 100k steps (6.6B tokens). BPE of
