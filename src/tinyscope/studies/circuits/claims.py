@@ -10,11 +10,12 @@ tinyscope checks.
   over the paper's ten seeds; a seed converges when it is right on every evaluation expression.
 * The evaluation data: mean tokens over depths 3-30 and at depth 30, and the 4,400 depth-1
   ListOps expressions.
-* Table 2: the looped softmax transformer with learned positions at d = 2 / 3 / 10, averaged
+* Table 2: the looped softmax transformer with learned positions, RoPE and FIRE at d = 2 / 3 / 10, averaged
   over the seeds with >= 0.95 on both training depths, as the paper reports it.
 
-Not registered, because tinyscope has no experiment for them: Table 2's RoPE and FIRE rows and
-the CRvNN ListOps baseline (521,611 parameters; 1.000 / .961 / .674 / .431 / .302 / .177 /
+Table 2's RoPE and FIRE rows run ``circuit-{g}-baseline-{rope,fire}`` (relative_baseline.py).
+Not registered, because tinyscope has no experiment for it: the CRvNN ListOps baseline
+(521,611 parameters; 1.000 / .961 / .674 / .431 / .302 / .177 /
 .169 at depths 1/2/3/4/5/8/10).
 
 Reading the paper's numbers: "100%" is read as at least 1.0 for the median of the ten seeds (the
@@ -65,6 +66,15 @@ LISTOPS_DEPTH1 = 4400                 # "Data": the enumerated depth-1 ListOps s
 # Table 2, learned positional encoding: accuracy at d = 2 / 3 / 10
 TABLE2_LEARNED = {"arithmetic": ("1.00", ".10", ".05"), "boolean": ("1.00", ".55", ".48"),
                   "listops": (".98", ".37", ".07")}
+TABLE2_ROPE = {"arithmetic": (".73", ".18", ".00"), "boolean": (".98", ".50", ".12"),
+               "listops": ("1.00", ".43", ".08")}
+TABLE2_FIRE = {"arithmetic": ("1.00", ".23", ".03"), "boolean": ("1.00", ".61", ".44"),
+               "listops": (".97", ".38", ".12")}
+# row key -> (row label, experiment suffix, the paper's values, how the block encodes positions)
+TABLE2_ROWS = {"learned": ("Learned", "", TABLE2_LEARNED, "learned absolute positions, n_ctx 512"),
+               "rope": ("RoPE", "-rope", TABLE2_ROPE, "RoPE on q and k, base 10,000; evaluated up to 512 tokens"),
+               "fire": ("FIRE", "-fire", TABLE2_FIRE, "a FIRE score bias (MLP of the log-scaled distance and its "
+                                                      "sign); evaluated up to 512 tokens")}
 TABLE2_DEPTHS = (2, 3, 10)
 CHANCE = {"arithmetic": "0.10", "boolean": "0.50", "listops": "0.10"}
 TABLE2_TOL = 0.10
@@ -73,7 +83,7 @@ TRAIN_NOTE = ("cpu preset with the paper's ten seeds: the paper's data, loss, op
               "{cpu} epochs instead of the paper's {paper}, stopping once the one-step reduction is exact on 500 "
               "training expressions at three consecutive checks; evaluation sets are tinyscope's draws (100 per "
               "depth, the generator's branching calibrated to the paper's depth-30 token means)")
-BASELINE_NOTE = ("looped pre-LN softmax block (d_model 64, four heads, learned absolute positions, n_ctx 512; "
+BASELINE_NOTE = ("looped pre-LN softmax block (d_model 64, four heads, {pe}; "
                  "expressions longer than that count as wrong), looped d times on its own argmax output; cpu "
                  "preset: {cpu} epochs instead of the paper's {paper}; seeds: the first five of the paper's ten")
 
@@ -90,8 +100,8 @@ def runs(grammar: str) -> RunSet:
     return RunSet(f"circuit-{grammar}", "cpu", (), PAPER_SEEDS)
 
 
-def baseline_runs(grammar: str) -> RunSet:
-    return RunSet(f"circuit-{grammar}-baseline", "cpu", (), BASELINE_SEEDS)
+def baseline_runs(grammar: str, suffix: str = "") -> RunSet:
+    return RunSet(f"circuit-{grammar}-baseline{suffix}", "cpu", (), BASELINE_SEEDS)
 
 
 # ------------------------------------------------------------------ measures
@@ -213,17 +223,18 @@ def _claims(g: str) -> list[Claim]:
     ]
 
 
-def _table2(g: str) -> list[Claim]:
-    note = BASELINE_NOTE.format(cpu=CPU_EPOCHS[g], paper=PAPER_EPOCHS[g])
+def _table2(g: str, row: str = "learned") -> list[Claim]:
+    label, suffix, values, pe = TABLE2_ROWS[row]
+    note = BASELINE_NOTE.format(pe=pe, cpu=CPU_EPOCHS[g], paper=PAPER_EPOCHS[g])
     out = []
-    for d, text in zip(TABLE2_DEPTHS, TABLE2_LEARNED[g]):
+    for d, text in zip(TABLE2_DEPTHS, values[g]):
         key = "train_depth2_acc" if d == 2 else f"depth{d}_acc"
         v = float(text)
         out.append(Claim(
-            f"{STUDY}/table2/learned-{g}/acc_d{d}", "Table 2",
-            f"{NAMES[g]}: the looped softmax transformer with learned positions, given the true depth, reaches "
+            f"{STUDY}/table2/{row}-{g}/acc_d{d}", "Table 2",
+            f"{NAMES[g]}: the looped softmax transformer with {label} positions, given the true depth, reaches "
             f"{text} at depth {d} (chance {CHANCE[g]})", PaperValue(text, v), within(v, TABLE2_TOL),
-            runs=(baseline_runs(g),), measure=reported_seeds(key), row="Learned",
+            runs=(baseline_runs(g, suffix),), measure=reported_seeds(key), row=label,
             column=f"{NAMES[g]} (chance {CHANCE[g]}), d = {d}",
             note=note + ("; d = 2 is read on the training expressions the run checks" if d == 2 else "")
             + "; no SD in the paper: tolerance 0.10"))
@@ -242,5 +253,5 @@ CLAIMS = declare(
           PaperValue("4,400", LISTOPS_DEPTH1), within(LISTOPS_DEPTH1, 0.5), compute=listops_depth1_count,
           experiment="circuit-listops", row="ListOps", column="depth-1 expressions",
           note="counted by tinyscope's enumeration"),
-    *[c for g in ("arithmetic", "boolean", "listops") for c in _table2(g)],
+    *[c for row in TABLE2_ROWS for g in ("arithmetic", "boolean", "listops") for c in _table2(g, row)],
 )

@@ -34,6 +34,7 @@ from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
 from tinyscope.studies.circuits.protocol import CPU_EPOCHS, PAPER_EPOCHS, PAPER_SEEDS
+from tinyscope.studies.circuits.relative_baseline import RelativeBaselineConfig, RelativeLoopedBlock
 from tinyscope.studies.circuits.task import ExpressionSet, LogicTask, LogicTaskConfig
 from tinyscope.train.trainer import TrainConfig
 
@@ -85,6 +86,19 @@ class BaselineRunConfig(CircuitRunConfig):
               f"baseline.vocab_size and d_vocab_out must be {D + 1} (the {self.task.grammar} symbols and BLANK)")
 
 
+@dataclass
+class RelativeBaselineRunConfig(CircuitRunConfig):
+    """The looped softmax baseline with relative positions (RoPE or FIRE), Table 2."""
+
+    baseline: RelativeBaselineConfig = field(default_factory=RelativeBaselineConfig)
+
+    def __post_init__(self):
+        super().__post_init__()
+        D = CircuitConfig(grammar=self.task.grammar).D
+        check(self.baseline.vocab_size == D + 1,
+              f"baseline.vocab_size must be {D + 1} (the {self.task.grammar} symbols and BLANK)")
+
+
 def baseline_model(D: int, n_ctx: int = 512, d_model: int = 64) -> TransformerConfig:
     """Bidirectional pre-LN block with learned absolute positions (the paper's "Learned" row)."""
     return TransformerConfig(vocab_size=D + 1, d_vocab_out=D + 1, n_ctx=n_ctx, d_model=d_model, d_head=16,
@@ -119,10 +133,17 @@ def _task(grammar: str, **kw) -> LogicTaskConfig:
     return LogicTaskConfig(grammar=grammar, **kw)
 
 
-def _presets(grammar: str, cpu_epochs: int, baseline: bool = False) -> dict:
-    cls = BaselineRunConfig if baseline else CircuitRunConfig
+def _presets(grammar: str, cpu_epochs: int, baseline: bool = False, positions: str | None = None) -> dict:
+    """Presets of the circuit model, or (``baseline``) of the looped softmax block with learned
+    positions, or (``positions`` rope | fire) with relative ones."""
     D = CircuitConfig(grammar=grammar).D
-    extra = {"baseline": baseline_model(D)} if baseline else {}
+    if positions is not None:
+        cls, extra = RelativeBaselineRunConfig, {"baseline": RelativeBaselineConfig(vocab_size=D + 1, positions=positions)}
+        baseline = True
+    elif baseline:
+        cls, extra = BaselineRunConfig, {"baseline": baseline_model(D)}
+    else:
+        cls, extra = CircuitRunConfig, {}
     stop = dict(stop_metric="train_step_exact", stop_threshold=1.0, stop_mode="max", stop_consecutive=3)
     return {
         "smoke": lambda: cls(epochs=1, task=_task(grammar, eval_depths=[3, 4], eval_per_depth=5,
@@ -398,6 +419,19 @@ class CircuitBaselineExperiment(CircuitExperiment):
         return metrics
 
 
+class CircuitRelativeBaselineExperiment(CircuitBaselineExperiment):
+    config_cls = RelativeBaselineRunConfig
+
+    def __init__(self, grammar: str, cpu_epochs: int, positions: str):
+        super().__init__(grammar, cpu_epochs)
+        self.name = f"circuit-{grammar}-baseline-{positions}"
+        self.description = f"looped softmax transformer ({positions.upper()}) on {grammar}, the paper's baseline"
+        self.presets = _presets(grammar, cpu_epochs, positions=positions)
+
+    def build_model(self, cfg: RelativeBaselineRunConfig, task: LogicTask) -> RelativeLoopedBlock:
+        return RelativeLoopedBlock(cfg.baseline)
+
+
 # ---------------------------------------------------------------- reporting
 def depth_table(metrics: dict) -> str:
     """Accuracy by depth with token counts (mean (SD) / max), from a run's final metrics."""
@@ -450,4 +484,6 @@ def accuracy_figure(metrics: dict, title: str):
 for _g in ("boolean", "arithmetic", "listops"):
     register(CircuitExperiment(_g, CPU_EPOCHS[_g]))
     register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g]))
+    for _pe in ("rope", "fire"):
+        register(CircuitRelativeBaselineExperiment(_g, CPU_EPOCHS[_g], _pe))
 
