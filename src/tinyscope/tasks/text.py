@@ -58,24 +58,31 @@ def read_text(path: str | Path, level: str) -> tuple[np.ndarray, list[str]]:
     return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text)), chars
 
 
+def held_out_split(ids: np.ndarray, val_fraction: float, block_size: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``ids`` without and with its last ``val_fraction`` (training, held out); each part must hold
+    two windows of ``block_size + 1`` tokens, else a :class:`ConfigError` naming ``what``."""
+    n_val = int(len(ids) * val_fraction)
+    need = 2 * (block_size + 1)
+    if n_val < need or len(ids) - n_val < need:
+        raise ConfigError(f"{what} has {len(ids)} tokens: too short for windows of {block_size + 1} with "
+                          f"data.val_fraction={val_fraction}; use a longer file, a larger val_fraction or a "
+                          f"smaller model.n_ctx")
+    return ids[:-n_val], ids[-n_val:]
+
+
 class TextTask:
     """Next-token prediction on a text file."""
 
     def __init__(self, cfg: TextConfig, block_size: int):
         self.cfg, self.block_size = cfg, int(block_size)
-        ids, self.vocab = read_text(cfg.path, cfg.level)
+        ids, self.vocab = read_text(cfg.path, cfg.level)  # ids may be any integer array (a memmap too)
         self.vocab_size = len(self.vocab)
-        n_val = int(len(ids) * cfg.val_fraction)
-        need = 2 * (self.block_size + 1)
-        if n_val < need or len(ids) - n_val < need:
-            raise ConfigError(f"data.path={cfg.path!r} has {len(ids)} tokens at {cfg.level} level: too short for "
-                              f"windows of {self.block_size + 1} with data.val_fraction={cfg.val_fraction}; use a "
-                              f"longer file, a larger val_fraction or a smaller model.n_ctx")
-        self.train_ids, self.val_ids = ids[:-n_val], ids[-n_val:]
+        self.train_ids, self.val_ids = held_out_split(ids, cfg.val_fraction, self.block_size,
+                                                      f"data.path={cfg.path!r} at {cfg.level} level")
         self._eval: Batch | None = None
 
     def _window(self, ids: np.ndarray, starts: np.ndarray) -> Batch:
-        win = ids[starts[:, None] + np.arange(self.block_size + 1)]  # (B, W+1)
+        win = np.asarray(ids[starts[:, None] + np.arange(self.block_size + 1)], dtype=np.int64)  # (B, W+1)
         return Batch(win[:, :-1].copy(), win[:, 1:].copy(), np.ones((len(starts), self.block_size), dtype=bool))
 
     def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:

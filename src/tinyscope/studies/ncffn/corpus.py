@@ -31,7 +31,7 @@ from tinyscope.errors import ConfigError, check
 from tinyscope.studies.ncffn import bpe
 from tinyscope.studies.ncffn.licensing import generate_sentence
 from tinyscope.tasks.base import Batch
-from tinyscope.tasks.text import TextTask
+from tinyscope.tasks.text import TextTask, held_out_split
 from tinyscope.train.checkpoint import atomic_write_json
 
 CACHE_VERSION = 1
@@ -173,18 +173,8 @@ class BPECorpus(TextTask):
             self.tokenizer, ids = _builtin(cfg.builtin_sentences, cfg.tokenizer, cfg.vocab_size, cfg.min_frequency)
         self.vocab_size = self.tokenizer.get_vocab_size()
         self.vocab: list[str] = []  # the tokenizer holds the vocabulary
-        n_val = int(len(ids) * cfg.val_fraction)
-        need = 2 * (self.block_size + 1)
-        if n_val < need or len(ids) - n_val < need:
-            raise ConfigError(f"the corpus has {len(ids)} tokens: too short for windows of {self.block_size + 1} "
-                              f"with data.val_fraction={cfg.val_fraction}; give more text, a larger "
-                              f"data.val_fraction or a smaller model.n_ctx")
-        self.train_ids, self.val_ids = ids[:-n_val], ids[-n_val:]
+        self.train_ids, self.val_ids = held_out_split(ids, cfg.val_fraction, self.block_size, "the BPE corpus")
         self._eval: Batch | None = None
-
-    def _window(self, ids: np.ndarray, starts: np.ndarray) -> Batch:
-        win = np.asarray(ids[starts[:, None] + np.arange(self.block_size + 1)], dtype=np.int64)  # (B, W+1)
-        return Batch(win[:, :-1].copy(), win[:, 1:].copy(), np.ones((len(starts), self.block_size), dtype=bool))
 
     def eval_set(self) -> Batch:
         """The held-out windows: non-overlapping ones, or random ones drawn from ``eval_seed``."""
