@@ -53,3 +53,14 @@ def test_unknown_flags_reach_the_output_only_through_their_tokens():
     diff = (plain["hook_embed"] - cache["hook_embed"]).abs().sum(-1)  # (B, 11)
     assert (diff[:, 8] > 0).all() and (diff[:, [i for i in range(11) if i != 8]] == 0).all()
     assert "blocks.0.hook_resid_post" in model.hook_names and "blocks.0.attn.hook_pattern" in model.hook_names
+
+
+def test_residual_stream_passes_from_block_to_block_and_feeds_the_pool():
+    torch.manual_seed(0)
+    model = BigTransformer(d=32, n_heads=4, n_layers=3, d_ff=64).eval()
+    x = torch.from_numpy(sample_records(np.random.default_rng(2), 8))
+    out, cache = model.run_with_cache(x)
+    for layer in range(2):
+        assert torch.equal(cache[f"blocks.{layer}.hook_resid_post"], cache[f"blocks.{layer + 1}.hook_resid_pre"])
+    assert torch.equal(cache["hook_pooled"], cache["blocks.2.hook_resid_post"].mean(1))
+    assert torch.equal(out, model.head(cache["hook_pooled"]))
