@@ -30,13 +30,14 @@ GRAMMARS = ("boolean", "arithmetic", "listops")
 
 def test_every_headline_is_registered():
     by_where = collections.Counter(c.where for c in CLAIMS.values())
-    assert by_where["Table 2"] == 3 * 3 and by_where["Parameter counts"] == 3 and by_where["Convergence"] == 3
+    assert by_where["Table 2"] == 3 * 3 * 3 and by_where["Parameter counts"] == 3 and by_where["Convergence"] == 3
     for g in GRAMMARS:
         for suffix in ("evaluation/{}/acc_depth3-30", "evaluation/{}/acc_depth30", "evaluation/{}/halts_after_d",
                        "weights/{}/pe_recovered", "data/{}/tokens_mean", "data/{}/tokens_mean_depth30"):
             assert f"circuits/{suffix.format(g)}" in CLAIMS
-        for d in (2, 3, 10):
-            assert f"circuits/table2/learned-{g}/acc_d{d}" in CLAIMS
+        for row in ("learned", "rope", "fire"):
+            for d in (2, 3, 10):
+                assert f"circuits/table2/{row}-{g}/acc_d{d}" in CLAIMS
 
 
 def test_paper_values_are_the_papers():
@@ -55,6 +56,9 @@ def test_targets_are_the_stated_readings():
     assert (t.target.op, t.target.value, t.target.tol, t.aggregate) == ("within", 0.9, 0.1, "fraction")
     t = CLAIMS["circuits/table2/learned-boolean/acc_d10"].target
     assert (t.op, t.value, t.tol) == ("within", 0.48, 0.1)
+    for row, v in (("rope", 0.12), ("fire", 0.44)):  # Table 2's Boolean d = 10 column
+        c = CLAIMS[f"circuits/table2/{row}-boolean/acc_d10"]
+        assert (c.target.value, c.runs[0].experiment) == (v, f"circuit-boolean-baseline-{row}")
     t = CLAIMS["circuits/data/boolean/tokens_mean"].target  # 3 SEs of the difference of 2,800-problem means
     assert t.tol == pytest.approx(3 * np.sqrt(2) * 914.7 / np.sqrt(2800), abs=0.1)
 
@@ -72,7 +76,7 @@ def test_each_experiment_owns_its_claims_and_every_run_set_builds():
                 seen.add(rs.key)
                 cfg = registry.get(rs.experiment).config(rs.preset, rs.seeds[0], list(rs.overrides))
                 assert cfg.seed == rs.seeds[0] == 8739 and cfg.task.eval_depths == list(range(3, 31))
-    assert len(seen) == 6
+    assert len(seen) == 12  # three circuit models and nine baselines (learned, RoPE, FIRE per task)
 
 
 @pytest.fixture(scope="module")
