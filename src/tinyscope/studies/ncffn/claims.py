@@ -407,7 +407,9 @@ CLAIMS = declare(
           "half-life is about 1.5 tokens", PaperValue("~1.5 tokens", HALF_LIFE), within(HALF_LIFE, 0.5),
           runs=(_paper(PAPER_QUANT),), measure=metric("half_life_median"),
           row="paper preset, NC-FFN + quantifiers", column="median half-life", unit="tokens", needs_gpu=True,
-          note=_gpu_note("quantifiers in all 12 layers, 32 + 32 units each", PAPER_QUANT)),
+          note=_gpu_note("quantifiers in all 12 layers, 32 + 32 units each; no weight decay on the decay logits "
+                         "(at this schedule weight decay 0.1 alone would take the sticky init to 1.13 tokens, "
+                         "legibility_training.weight_decay_half_life)", PAPER_QUANT)),
     Claim("ncffn/abstract/quantifiers/paper/n_latch", QUANT, "at 125M no quantifier unit is a latch",
           PaperValue("zero latch units", 0.0), at_most(0.0), runs=(_paper(PAPER_QUANT),),
           measure=metric("n_latch"), row="paper preset, NC-FFN + quantifiers", column="latch units",
