@@ -380,16 +380,21 @@ class CircuitExperiment(Experiment):
 
 
 class CircuitBaselineExperiment(CircuitExperiment):
-    config_cls = BaselineRunConfig
+    """The looped softmax baseline with ``positions``: learned (the foundation Transformer) or
+    rope | fire (:mod:`~tinyscope.studies.circuits.relative_baseline`)."""
 
-    def __init__(self, grammar: str, cpu_epochs: int):
+    def __init__(self, grammar: str, cpu_epochs: int, positions: str = "learned"):
         super().__init__(grammar, cpu_epochs)
-        self.name = f"circuit-{grammar}-baseline"
-        self.description = f"looped softmax transformer (learned PE) on {grammar}, the paper's baseline"
-        self.presets = _presets(grammar, cpu_epochs, baseline=True)
+        self.positions = positions
+        learned = positions == "learned"
+        self.config_cls = BaselineRunConfig if learned else RelativeBaselineRunConfig
+        self.name = f"circuit-{grammar}-baseline" + ("" if learned else f"-{positions}")
+        pe = "learned PE" if learned else positions.upper()
+        self.description = f"looped softmax transformer ({pe}) on {grammar}, the paper's baseline"
+        self.presets = _presets(grammar, cpu_epochs, baseline=True, positions=None if learned else positions)
 
-    def build_model(self, cfg: BaselineRunConfig, task: LogicTask) -> Transformer:
-        return Transformer(cfg.baseline)
+    def build_model(self, cfg, task: LogicTask) -> Transformer | RelativeLoopedBlock:
+        return Transformer(cfg.baseline) if self.positions == "learned" else RelativeLoopedBlock(cfg.baseline)
 
     def objective(self, cfg, task):
         return baseline_ce
@@ -417,19 +422,6 @@ class CircuitBaselineExperiment(CircuitExperiment):
         metrics["eval_acc_mean"] = float(np.mean(accs))
         metrics["eval_acc_min"] = float(np.min(accs))
         return metrics
-
-
-class CircuitRelativeBaselineExperiment(CircuitBaselineExperiment):
-    config_cls = RelativeBaselineRunConfig
-
-    def __init__(self, grammar: str, cpu_epochs: int, positions: str):
-        super().__init__(grammar, cpu_epochs)
-        self.name = f"circuit-{grammar}-baseline-{positions}"
-        self.description = f"looped softmax transformer ({positions.upper()}) on {grammar}, the paper's baseline"
-        self.presets = _presets(grammar, cpu_epochs, positions=positions)
-
-    def build_model(self, cfg: RelativeBaselineRunConfig, task: LogicTask) -> RelativeLoopedBlock:
-        return RelativeLoopedBlock(cfg.baseline)
 
 
 # ---------------------------------------------------------------- reporting
@@ -485,5 +477,5 @@ for _g in ("boolean", "arithmetic", "listops"):
     register(CircuitExperiment(_g, CPU_EPOCHS[_g]))
     register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g]))
     for _pe in ("rope", "fire"):
-        register(CircuitRelativeBaselineExperiment(_g, CPU_EPOCHS[_g], _pe))
+        register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g], _pe))
 
