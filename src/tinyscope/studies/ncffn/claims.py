@@ -10,8 +10,10 @@ full PDF or a reimplementation gives. Four groups:
   smallest pure feed-forward stack of each basis that fits all 2^8 inputs of 8-bit parity at depth 1
   (:mod:`~tinyscope.studies.ncffn.parity_bases` with its default protocol);
 * **sequence quantifiers** on the synthetic licensing language (``cpu`` preset): the half-life and
-  latch counts, the licensing detectors, and the NC-FFN deficit and its recovery at epochs 1 and 2,
-  tinyscope's stand-in for the paper's BLiMP licensing and quantifier phenomena;
+  latch counts, the licensing detectors, and, on its harder ``npi`` variant (minimal pairs over
+  distance, distractor, nested-negation and quantifier phenomena), the NC-FFN deficit and its
+  recovery at epochs 1 and 2, tinyscope's stand-in for the paper's BLiMP licensing and quantifier
+  phenomena;
 * **the paper's scale** (``ncffn-gpt2``'s ``paper`` preset: GPT-2 small, 124M parameters, on a
   BPE-tokenized OpenWebText; GPU): the parameter count (computed), the perplexity tie, the
   half-lives, BLiMP licensing (:mod:`~tinyscope.studies.ncffn.blimp`), LAMBADA
