@@ -52,9 +52,11 @@ ROWS = {"logicot": "Log-ICoT", "cot": "CoT", "icot": "ICoT", "direct": "direct"}
 
 DIGEST = "the paper body is not public: the setting and the 100% are the digest's account of its experiment"
 # the cpu preset (d_model 32, 2 heads, MLP 128, batch 64, lr 1e-3) resized to the paper's n = 30, k = 16 (4 layers);
-# a longer step cap and stage budget than at k = 8, whose Log-ICoT run used all 20,000 steps
+# a longer step cap and stage budget than at k = 8, whose Log-ICoT run used all 20,000 steps; an evaluation
+# every 200 steps, since one CoT-stage evaluation (14 generated thinking tokens on 2048 inputs) costs ~190 steps
 K16_CPU = ("task.n=30", "task.k=16", "model.n_ctx=45", "model.n_heads=[2, 2, 2, 2]",
-           "model.d_mlp=[128, 128, 128, 128]", "train.steps=60000", "curriculum.stage_steps=8000")
+           "model.d_mlp=[128, 128, 128, 128]", "train.steps=60000", "curriculum.stage_steps=8000",
+           "train.eval_every=200", "train.checkpoint_every=200")
 CONSTRAINED = ("task.n=30", "task.k=16", "arch=constrained", "train.lr=0.03", "train.warmup_steps=0",
                "train.eval_every=10", "train.checkpoint_every=10")
 
