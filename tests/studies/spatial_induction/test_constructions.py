@@ -21,7 +21,9 @@ from tinyscope.studies.spatial_induction.lattice import elementary, von_neumann
 from tinyscope.studies.spatial_induction.serialize import Layout
 from tinyscope.studies.spatial_induction.task import CellularTask
 
-SETTINGS = {"eca": task_config("eca", "det"), "v3": task_config("v3", "det"), "vn2d": task_config("vn2d", "det")}
+SMALL_POOLS = [600, 60, 60]  # App. I.1's pool shape, built in seconds (the paper sizes take minutes once)
+SETTINGS = {"eca": task_config("eca", "det"), "v3": task_config("v3", "det", pool_sizes=SMALL_POOLS),
+            "vn2d": task_config("vn2d", "det", pool_sizes=SMALL_POOLS)}
 
 
 def test_sizes_equal_table_8():
@@ -130,7 +132,7 @@ def test_stochastic_circuits_are_within_kappa_of_the_bayes_posterior(name):
 def test_positional_width_is_grid_independent_and_accuracy_stays_exact():
     widths = set()
     for cfg in (task_config("eca", "det", grid=[64], T=4, T0=3), task_config("eca", "det", grid=[256], T=3, T0=2),
-                task_config("vn2d", "det", grid=[10, 10], T=4, T0=3)):
+                task_config("vn2d", "det", grid=[10, 10], T=4, T0=3, pool_sizes=SMALL_POOLS)):
         task, batch = covered(cfg, 2)
         c = construction_one(task.layout)
         widths.add((task.lattice.dim, c.sizes()["d_p"]))
@@ -156,3 +158,26 @@ def test_construct_cli_writes_a_run_that_eval_reads(tmp_path, capsys):
     assert json.loads((tmp_path / "d" / "results.json").read_text())["metrics"]["test_tf_cell_acc"] == 1.0
     assert main(["construct", "eca", "--out", str(out)]) == 2  # never overwrites a run
     assert main(["run", "sih-compiled-eca-det"]) == 2
+
+
+@pytest.mark.parametrize("setting, grid, T, T0, small", [("eca", ["8"], 5, 3, ["4"]), ("v3", ["12"], 9, 8, ["12"]),
+                                                          ("vn2d", ["5", "5"], 8, 7, ["5", "5"])])
+def test_construct_writes_a_complete_run_for_every_setting(tmp_path, capsys, setting, grid, T, T0, small):
+    """`tinyscope construct SETTING` exits 0 with a whole run directory (the v3 one used to exit 2
+    after writing part of it); a context that cannot be covered exits 2 and writes nothing."""
+    from tinyscope.cli import main
+
+    out = tmp_path / setting
+    args = ["construct", setting, "--grid", *grid, "--T", str(T), "--T0", str(T0), "--set", "task.n_test=4",
+            "--set", "task.n_val=2", "--out", str(out)]
+    assert main(args) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["metrics"]["test_tf_cell_acc"] == 1.0 and len(results["grid_independence"]) == 3
+    assert all(row["acc"] == 1.0 for row in results["grid_independence"])
+    assert (out / "config.json").exists() and (out / "checkpoints" / "best.safetensors").exists()
+    capsys.readouterr()
+    bad = tmp_path / f"{setting}-bad"
+    # one context step has fewer cells than there are configurations: nothing is ever covered
+    assert main(["construct", setting, "--grid", *small, "--T", "3", "--T0", "2", "--set", "task.n_test=4",
+                 "--set", "task.coverage_tries=2", "--out", str(bad)]) == 2
+    assert not bad.exists()

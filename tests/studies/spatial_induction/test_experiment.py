@@ -93,3 +93,19 @@ def test_tables_13_and_14_read_trained_runs_only_not_compiled_circuits(tmp_path)
     (row,) = TABLE13.build(runs).rows
     assert row[:4] == ["1D V=2, k=3", "Dedicated-heads", "smoke", 1]
     assert TABLE14.select(runs) == []
+
+
+@pytest.mark.parametrize("table, regime", [("sih-table13", "det"), ("sih-table14", "stoch")])
+def test_report_table_of_a_folder_with_a_compiled_run_is_not_a_key_error(tmp_path, capsys, table, regime):
+    """`tinyscope report DIR --table sih-table13/14` on a folder that also holds a compiled run
+    (it died with KeyError 'compiled') prints the table of the trained runs."""
+    from tests.core.report.conftest import write_run
+    from tinyscope.cli import main
+
+    metrics = {"test_tf_seq_acc": 0.5, "test_tf_cell_acc": 0.9, "test_ar_cell_acc": 0.8, "test_tf_kl_kgram": 0.01,
+               "test_tf_kl_true": 0.02, "test_kgram_acc": 0.7, "test_ar_cell_acc_kgram": 0.6, "test_ar_kl_kgram": 0.03}
+    write_run(tmp_path / "trained", 0, metrics, experiment=f"sih-eca-dedicated-{regime}")
+    write_run(tmp_path / "compiled", 0, metrics, experiment=f"sih-compiled-eca-{regime}", preset="paper")
+    assert main(["report", str(tmp_path), "--table", table]) == 0
+    text = capsys.readouterr().out
+    assert "Dedicated-heads" in text and "compiled" not in text

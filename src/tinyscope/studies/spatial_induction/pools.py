@@ -7,7 +7,7 @@ own entropy value. The pool of all three splits holds P_s rules of stratum s, P_
 with n_s the stratum's size and one cap chosen so that sum_s P_s = train + val + test ("small
 strata are enumerated; large strata are sampled at a fixed count": approximately uniform over
 strata). Val-out and test take the same number of rules from each stratum, in proportion to P_s,
-and only coverage-feasible ones (:func:`.coverage.feasibility`); a stratum short of feasible rules
+and only orbits whose every member is coverage-feasible (:func:`.coverage.feasibility`); a stratum short of feasible rules
 (the near-constant ones) passes its share to the capped strata. Everything is drawn at the level
 of canonical classes, then expanded to whole orbits, so the three pools are disjoint and closed
 under the symmetry group. Deterministic from the seed; built once per process and setting.
@@ -199,7 +199,7 @@ def cache_path(key: PoolKey):
     return root / f"{digest}.npz"
 
 
-POOL_FORMAT = 2  # bump when the construction below changes
+POOL_FORMAT = 3  # bump when the construction below changes
 
 
 @lru_cache(maxsize=8)
@@ -305,7 +305,8 @@ def _fill_stratum(group, lat, key, hist, n_s, quota, held, rng, held_canon) -> d
         n_check = 0
         if searching and missing > 0:
             n_check = len(batch) if enumerate_all else min(len(batch), 2 * missing + 64, budget - checked)
-            ok[:n_check] = feasibility(lat, batch[:n_check], key.T0, key.tries, group)[0]
+            members = tables_of(images[:, :n_check].ravel(), V, lat.n_configs)  # (G n_check, C)
+            ok[:n_check] = feasibility(lat, members, key.T0, key.tries)[0].reshape(G, n_check).all(0)
         checked += n_check
         for i, (c, n, feasible) in enumerate(zip(canon.tolist(), size.tolist(), ok.tolist())):
             if c in seen:

@@ -185,7 +185,7 @@ class CellularTask:
         for split in SPLITS:
             numbers = self.pool(split)
             tables = np.stack([table_from_number(int(r), 2, 3) for r in numbers])
-            out[split] = numbers[feasibility(self.lattice, tables, self.cfg.T0, self.cfg.coverage_tries, self.group)[0]]
+            out[split] = numbers[feasibility(self.lattice, tables, self.cfg.T0, self.cfg.coverage_tries)[0]]
         return out
 
     def eval_pool(self, split: str) -> np.ndarray | None:
@@ -212,22 +212,26 @@ class CellularTask:
         pool = self.pool(split)
         return self._tables(pool[rng.integers(0, len(pool), size=n)])
 
-    def draw_feasible_rules(self, rng: np.random.Generator, n: int, split: str, max_rounds: int = 200) -> np.ndarray:
-        """``n`` tables uniform over the coverage-feasible subset of ``split``'s pool."""
-        pool = self.eval_pool(split)
+    def draw_feasible_rules(self, rng: np.random.Generator, n: int, split: str,
+                            max_rounds: int = 200) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` tables uniform over the coverage-feasible subset of ``split``'s pool, with each
+        one's witness initial state (n, *shape)."""
+        pool, cfg = self.eval_pool(split), self.cfg
         if pool is not None:
             if not len(pool):
-                raise TinyscopeError(f"no rule of the {split} pool is coverage-feasible on grid {self.cfg.grid} "
-                                     f"with T0={self.cfg.T0}; lengthen the context or enlarge the grid")
-            return self._tables(pool[rng.integers(0, len(pool), size=n)])
-        kept, have = [], 0
+                raise TinyscopeError(f"no rule of the {split} pool is coverage-feasible on grid {cfg.grid} "
+                                     f"with T0={cfg.T0}; lengthen the context or enlarge the grid")
+            tables = self._tables(pool[rng.integers(0, len(pool), size=n)])
+            return tables, feasibility(self.lattice, tables, cfg.T0, cfg.coverage_tries)[1]
+        kept, witnesses, have = [], [], 0
         for _ in range(max_rounds):
             tables = self.draw_rules(rng, max(n - have, 16), split)
-            ok = feasibility(self.lattice, tables, self.cfg.T0, self.cfg.coverage_tries, self.group)[0]
+            ok, witness = feasibility(self.lattice, tables, cfg.T0, cfg.coverage_tries)
             kept.append(tables[ok])
+            witnesses.append(witness[ok])
             have += int(ok.sum())
             if have >= n:
-                return np.concatenate(kept)[:n]
+                return np.concatenate(kept)[:n], np.concatenate(witnesses)[:n]
         raise TinyscopeError(f"only {have} of {n} rules of the {split} pool were coverage-feasible after "
                              f"{max_rounds} rounds; lengthen the context (task.T0) or enlarge the grid")
 
@@ -242,13 +246,8 @@ class CellularTask:
             tables = self.draw_rules(rng, n, split, alpha)
             return tables, evolve(self.lattice, tables, cfg.T, rng)
         if not self.stochastic:
-            tables = self.draw_feasible_rules(rng, n, split)
-            # a feasible class covers with the same chance from every member, so the bound of the
-            # feasibility test, taken 16 times over, leaves no rule behind in practice
-            traj, ok = cover(self.lattice, tables, cfg.T, cfg.T0, rng, 16 * cfg.coverage_tries)
-            if not ok.all():
-                raise TinyscopeError(f"{int((~ok).sum())} coverage-feasible rules found no covering initial state in "
-                                     f"{16 * cfg.coverage_tries} draws; raise task.coverage_tries")
+            tables, witness = self.draw_feasible_rules(rng, n, split)
+            traj, _ = cover(self.lattice, tables, cfg.T, cfg.T0, rng, cfg.coverage_tries, x0_fallback=witness)
             return tables, traj
         kept, trajs, have = [], [], 0
         for _ in range(max_rounds):
