@@ -35,10 +35,14 @@ def test_points_by_curriculum_and_the_figure_draws():
     runs = [_record("parity-cot", n, s, 10.0 * n ** 2, 1.0) for n in (10, 20, 40) for s in (0, 1)]
     runs += [_record("parity-logicot", n, 0, 30.0 * n ** 2.5, float(n < 40)) for n in (10, 20, 40)]
     runs.append(_record("parity-direct", 10, 0, 1.0, 1.0))
-    points = scaling_points(runs)
-    assert sorted(points) == ["CoT", "Log-ICoT"] and len(points["CoT"][0]) == 6
-    assert points["Log-ICoT"][1][-1] == math.inf
+    other_k = _record("parity-cot", 30, 0, 5.0, 1.0)
+    other_k.config["task.k"] = 16
+    points = scaling_points(runs + [other_k])
+    assert sorted(points) == ["CoT, k = 16", "CoT, k = 8", "Log-ICoT, k = 8"] and len(points["CoT, k = 8"][0]) == 6
+    assert points["Log-ICoT, k = 8"][1][-1] == math.inf
     fig = scaling_figure(runs)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert any(label.startswith("CoT: b = 2.00") for label in labels)
+    assert any(label.startswith("CoT, k = 8: b = 2.00") for label in labels)
     assert any("1 never reached 99%" in label for label in labels)
+    assert any(label.startswith("CoT, k = 16: no fit") for label in
+               [t.get_text() for t in scaling_figure(runs + [other_k]).axes[0].get_legend().get_texts()])

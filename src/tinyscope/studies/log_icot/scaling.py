@@ -57,12 +57,15 @@ def samples_to_99(metrics: dict) -> float:
 
 
 def scaling_points(runs) -> dict[str, tuple[list[int], list[float]]]:
-    """Per curriculum label: (n of each run, its samples to 99%), over finished report records."""
+    """Per curriculum, k and architecture (``"CoT, k = 8"``; a fit never pools two k's):
+    (n of each run, its samples to 99%), over finished report records."""
     out: dict[str, tuple[list[int], list[float]]] = {}
     for r in runs:
         if r.status != "done" or r.experiment not in KINDS:
             continue
-        ns, samples = out.setdefault(KINDS[r.experiment], ([], []))
+        arch = ", constrained" if r.config.get("arch") == "constrained" else ""
+        label = f"{KINDS[r.experiment]}, k = {r.config['task.k']}{arch}"
+        ns, samples = out.setdefault(label, ([], []))
         ns.append(int(r.config["task.n"]))
         samples.append(samples_to_99(r.metrics))
     return out
@@ -71,6 +74,8 @@ def scaling_points(runs) -> dict[str, tuple[list[int], list[float]]]:
 def fit_label(name: str, fit: ExponentFit) -> str:
     ci = "" if math.isnan(fit.lo) else f" [{fit.lo:.2f}, {fit.hi:.2f}]"
     left = f"; {fit.n_unreached} never reached 99%" if fit.n_unreached else ""
+    if math.isnan(fit.exponent):
+        return f"{name}: no fit, fewer than two n reached 99% ({fit.n_runs} runs{left})"
     return f"{name}: b = {fit.exponent:.2f}{ci} ({fit.n_runs} runs{left})"
 
 
@@ -79,7 +84,8 @@ def scaling_figure(runs):
     from tinyscope.interp.mpl import plt
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    for (name, (ns, samples)), color in zip(sorted(scaling_points(runs).items()), ("C0", "C3")):
+    for i, (name, (ns, samples)) in enumerate(sorted(scaling_points(runs).items())):
+        color = f"C{i % 10}"
         fit = fit_exponent(ns, samples)
         reached = [(n, s) for n, s in zip(ns, samples) if math.isfinite(s)]
         if reached:
