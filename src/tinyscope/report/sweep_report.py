@@ -197,7 +197,11 @@ def build_report(folder: str | Path, table: str | None = None, pair: str | None 
     for spec, runs in figures_for(records):  # the studies' paper figures over runs and seeds
         from tinyscope.interp.mpl import plt
 
-        fig = spec.draw(runs)
+        try:
+            fig = spec.draw(runs)
+        except Exception as exc:  # a study figure that cannot be drawn from these runs leaves the report intact
+            notes.append(f"figure {spec.name} not drawn: {type(exc).__name__}: {exc}")
+            continue
         if write:
             p = out / "figures" / f"{spec.name}.png"
             fig.savefig(p, dpi=120)

@@ -119,4 +119,6 @@ def test_report_draws_length_curves_with_the_experiments_ood_boundary(tmp_path, 
     runs = load_records(tmp_path)
     assert _ood_above(runs) == 16.0  # the smoke preset's largest eval.id_lengths
     rep = build_report(tmp_path)
-    assert [f.name for f in rep.files if f.suffix == ".png"] == ["tracerelay-dyck-acc.png"]
+    pngs = [f.name for f in rep.files if f.suffix == ".png"]
+    assert [n for n in pngs if not n.startswith("tracerelay-fig")] == ["tracerelay-dyck-acc.png"]
+    assert {"tracerelay-fig3.png", "tracerelay-fig5.png"} <= set(pngs)  # the study's registered folder figures
