@@ -268,7 +268,7 @@ def two_epochs(overrides: tuple[str, ...] = ()) -> tuple[str, ...]:
 
 # the npi licensing language (licensing_npi) at the cpu preset: 409,600 training tokens, 200 steps an epoch
 NPI = ("task.language=npi", "task.n_train_tokens=409600")
-NPI_SEEDS = (0,)  # ~13 min a run on the shared 2 cores at load 13-15; more: --n-seeds N
+NPI_SEEDS = (0, 1)  # ~13 min a run on the shared 2 cores at load 9-15; more: --n-seeds N
 NPI_METRIC = "npi_pair_acc"
 
 
@@ -290,7 +290,7 @@ LOGIC_NOTE = ("a two-operand pair: both memberships A and B vary over 100 held-o
 SYN_NOTE = ("the paper measures BLiMP licensing and quantifier phenomena at 125M scale; tinyscope's stand-in is "
             "the npi licensing language (task.language=npi: licensors at 0-6 fillers, out-of-scope distractors, "
             "nested negation that cancels, DE quantifiers) at the cpu preset, trained two epochs of 200 steps "
-            "(evaluations at the end of each), seed 0 (more with --n-seeds); 'npi_pair_acc' is the minimal-pair accuracy (the "
+            "(evaluations at the end of each), seeds 0 and 1; 'npi_pair_acc' is the minimal-pair accuracy (the "
             "grammatical member's total log-probability higher) averaged over the four phenomena, ceiling 1")
 
 CLAIMS = declare(
