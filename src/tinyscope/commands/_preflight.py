@@ -198,8 +198,9 @@ def estimate_memory(exp: Any, cfg: Any, overrides: list[str] | None = None) -> d
     per_token = sum(p.shape[0] + p.shape[-1] for p in params if p.dim() >= 2)
     batch = int(cfg.train.batch_size)
     try:
-        example = task.sample(step_rng(cfg.seed, 0), 1)
-        tokens = int(example.tokens.size)
+        # A task whose first draw is costly (rule pools built on first use) states its length.
+        known = getattr(task, "example_tokens", None)
+        tokens = int(known) if known is not None else int(task.sample(step_rng(cfg.seed, 0), 1).tokens.size)
     except TinyscopeError:
         raise
     except Exception as exc:

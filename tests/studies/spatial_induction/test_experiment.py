@@ -109,3 +109,15 @@ def test_report_table_of_a_folder_with_a_compiled_run_is_not_a_key_error(tmp_pat
     assert main(["report", str(tmp_path), "--table", table]) == 0
     text = capsys.readouterr().out
     assert "Dedicated-heads" in text and "compiled" not in text
+
+
+@pytest.mark.parametrize("name", ["sih-eca-dedicated-det", "sih-v3-shared-stoch", "sih-vn2d-dedicated-det"])
+def test_the_stated_example_length_is_the_sampled_one(name):
+    """``example_tokens`` lets a memory estimate skip the first draw (which builds rule pools)."""
+    from tinyscope.runs import registry
+    from tinyscope.tasks.base import step_rng
+
+    exp = registry.get(name)
+    cfg = exp.presets["smoke"]()
+    task = exp.build_task(cfg)
+    assert task.example_tokens == task.sample(step_rng(0, 0), 1).tokens.size

@@ -157,6 +157,13 @@ class CellularTask:
     def n_ctx(self) -> int:
         return self.layout.input_length
 
+    @property
+    def example_tokens(self) -> int:
+        """Tokens of one sampled example, known without sampling: the first draw of a
+        deterministic-rule task builds its rule pools (minutes for V = 3 and 2-D, then cached),
+        which a memory estimate or a dry run should not wait for."""
+        return self.layout.input_length
+
     @cached_property
     def splits(self):
         """Rule pools; None for stochastic rules (every trajectory has a fresh Dirichlet rule)."""
