@@ -15,35 +15,18 @@ trains with the main phase's recipe, stopping at its first exact evaluation.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
-import numpy as np
-import torch
-
+from tinyscope.runs import restarts
 from tinyscope.runs.experiment import Stage
 
-
-def restart_seed(seed: int, k: int) -> int:
-    """The seed of restart ``k`` of run ``seed``: initial weights and batches (a 32-bit integer)."""
-    return int(np.random.SeedSequence([int(seed), int(k), 7]).generate_state(1)[0])
+SALT = (7,)  # this study's restart stream
+restart_seed = partial(restarts.restart_seed, salt=SALT)
 
 
 def restart_stages(cfg, evaluate, fresh_model) -> list[Stage]:
     """``cfg.restarts`` stages after the main phase. evaluate: model -> metrics with
     ``train_step_exact``; fresh_model: () -> a new model drawn from torch's current RNG state."""
     stage_train = dataclasses.replace(cfg.train, eval_at_start=True, stop_consecutive=1)
-
-    def prepare_for(k: int):
-        @torch.no_grad()
-        def prepare(model: torch.nn.Module) -> None:
-            was_training = model.training
-            model.eval()
-            solved = evaluate(model)["train_step_exact"] >= 1.0
-            model.train(was_training)
-            if solved:
-                return
-            torch.manual_seed(restart_seed(cfg.seed, k))
-            model.load_state_dict(fresh_model().to(next(model.parameters()).device).state_dict())
-        return prepare
-
-    return [Stage(f"restart{k}", stage_train, prepare=prepare_for(k), seed=restart_seed(cfg.seed, k))
-            for k in range(1, cfg.restarts + 1)]
+    return restarts.restart_stages(cfg.seed, cfg.restarts, stage_train,
+                                   lambda model: evaluate(model)["train_step_exact"] >= 1.0, fresh_model, SALT)

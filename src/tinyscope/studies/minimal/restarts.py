@@ -19,15 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-import torch
-
+from tinyscope.runs import restarts
 from tinyscope.runs.experiment import Stage
+from tinyscope.runs.restarts import restart_seed
 
-
-def restart_seed(seed: int, k: int) -> int:
-    """The seed of restart ``k`` of run ``seed``: initial weights and batches (a 32-bit integer)."""
-    return int(np.random.SeedSequence([int(seed), int(k)]).generate_state(1)[0])
+__all__ = ["restart_seed", "restart_stages"]
 
 
 def restart_stages(cfg, evaluate, fresh_model, target: float = 0.01, confident: float = 0.03) -> list[Stage]:
@@ -39,19 +35,5 @@ def restart_stages(cfg, evaluate, fresh_model, target: float = 0.01, confident: 
     else:
         stop = dict(stop_metric="rule_error_expected", stop_threshold=confident, stop_mode="min")
     stage_train = dataclasses.replace(train, eval_at_start=True, stop_consecutive=1, patience=0, **stop)
-
-    def prepare_for(k: int):
-        @torch.no_grad()
-        def prepare(model: torch.nn.Module) -> None:
-            was_training = model.training
-            model.eval()
-            solved = evaluate(model)["rule_error"] <= target
-            model.train(was_training)
-            if solved:
-                return
-            torch.manual_seed(restart_seed(cfg.seed, k))
-            model.load_state_dict(fresh_model().to(next(model.parameters()).device).state_dict())
-        return prepare
-
-    return [Stage(f"restart{k}", stage_train, prepare=prepare_for(k), seed=restart_seed(cfg.seed, k))
-            for k in range(1, cfg.restarts + 1)]
+    return restarts.restart_stages(cfg.seed, cfg.restarts, stage_train,
+                                   lambda model: evaluate(model)["rule_error"] <= target, fresh_model)
