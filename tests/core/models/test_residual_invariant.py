@@ -90,7 +90,7 @@ def assert_residual_invariant(model: nn.Module, tokens: torch.Tensor) -> None:
 # The architectures that are not built on the core Block: they have their own residual layout
 # and tests (the looped circuit transformer, TraceRelay, THEIA's engines, its chain model and its post-LN
 # 4-domain BigTransformer).
-NOT_ON_BLOCK = {"CircuitTransformer", "TraceRelay", "Theia", "ChainModel", "BigTransformer"}
+NOT_ON_BLOCK = {"CircuitTransformer", "TraceRelay", "Theia", "ChainModel", "BigTransformer", "RelativeLoopedBlock"}
 
 
 def _built(name: str, preset: str, overrides: list):
