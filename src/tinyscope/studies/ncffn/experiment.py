@@ -33,9 +33,11 @@ import torch.nn.functional as F
 
 from tinyscope.errors import check
 from tinyscope.models.transformer import TransformerConfig
+from tinyscope.report.tables import Key, Metric, TableLayout
 from tinyscope.runs.experiment import AnalysisOptions, AnalysisResult, Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.ncffn.licensing import ID, SLOT_KINDS, Licensing, LicensingConfig
+from tinyscope.studies.ncffn.licensing_npi import PHENOMENA
 from tinyscope.studies.ncffn.model import QuantifiedTransformer, lm_model_config, parameter_report
 from tinyscope.studies.ncffn.quantifiers import QuantifierConfig
 from tinyscope.tasks.text import TextConfig, TextTask
@@ -201,6 +203,27 @@ def detector_counts(model: torch.nn.Module, batch) -> dict:
     return out | {"licensor_classes_detected": float(sum(out.values()))}
 
 
+def _model_label(run) -> str:
+    """GELU, NC-FFN or NC-FFN + quantifiers (``model.ffn`` and whether ``quant.layers`` is set)."""
+    ffn = {"gelu": "GELU", "nc": "NC-FFN", "nc_bool": "fully Boolean FFN"}.get(run.config.get("model.ffn"),
+                                                                          str(run.config.get("model.ffn")))
+    return ffn + (" + quantifiers" if run.config.get("quant.layers") else "")
+
+
+NPI_TABLE = TableLayout(
+    name="ncffn-npi-phenomena",
+    caption="npi licensing language: minimal-pair and slot top-1 accuracy by phenomenon at the selected step",
+    experiments=("ncffn-lm",), where=lambda r: r.config.get("task.language") == "npi",
+    rows=(Key("Model", _model_label, order=("GELU", "NC-FFN", "NC-FFN + quantifiers")), Key("Preset", "preset"),
+          Key("Steps", "train.steps")),
+    metrics=tuple(Metric(f"pairs: {ph}", f"pair_acc_{ph}", digits=3) for ph in PHENOMENA)
+    + (Metric("pairs: mean", "npi_pair_acc", digits=3),)
+    + tuple(Metric(f"slot top-1: {ph}", f"slot_acc_{ph}", digits=3) for ph in PHENOMENA)
+    + (Metric("slot top-1: mean", "npi_slot_acc", digits=3),),
+    description="NC-FFN, the npi language (task.language=npi): per-phenomenon accuracy, mean ± sample SD over seeds; "
+                "the Bayes ceilings are in each run's slot_acc_bayes_* / pair_acc_bayes_* metrics")
+
+
 class NCLMExperiment(Experiment):
     name = "ncffn-lm"
     description = "GPT with GELU vs NC-FFN (+ sequence quantifiers), licensing language or --set data.path"
@@ -304,6 +327,10 @@ class NCLMExperiment(Experiment):
                 "Share of NC-FFN fuzzy pairs whose two operands both vary (std >= 0.1, |corr| <= 0.9), and the "
                 "weaker operand's median spread, by layer at each checkpoint.")
         return AnalysisResult(numbers, figures, captions)
+
+    def tables(self) -> list[TableLayout]:
+        """Per-phenomenon accuracy on the npi licensing language, over seeds."""
+        return [NPI_TABLE]
 
     def views(self, run, options: ViewOptions = ViewOptions()) -> list[View]:
         """The half-lives of the trained sequence quantifiers (when the model has them)."""
