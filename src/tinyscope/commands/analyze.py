@@ -16,6 +16,9 @@ def register(sub) -> None:
     p.add_argument("--n", type=int, default=2000,
                    help="fresh evaluation examples (trajectories, sequences, …) the analyses use (default 2000)")
     p.add_argument("--seed", type=int, default=42, help="seed of the fresh examples (default 42)")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="change one of the study's analysis sizes (`tinyscope analyze RUN --list` names them with "
+                        "their defaults), e.g. --set tsne_per_pair=400")
     p.add_argument("--checkpoint", default="best", help="best | last | a step number")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: the analysis is many small operations)")
@@ -69,16 +72,24 @@ def _analyze(args) -> int:
     offered = exp.analyses()
     if not offered:
         raise TinyscopeError(f"{exp.name} declares no analyses; `tinyscope viz {args.run}` draws its figures")
+    settable = exp.analysis_settings()
     if args.list:
         print("\n".join(offered))
+        if settable:
+            print("--set keys (default): " + ", ".join(f"{k}={v}" for k, v in settable.items()), file=sys.stderr)
         return 0
+    for assignment in args.settings:
+        key = assignment.split("=", 1)[0].strip()
+        if "=" not in assignment or key not in settable:
+            allowed = ", ".join(settable) or "none"
+            raise TinyscopeError(f"--set {assignment!r}: {exp.name}'s analyses take KEY=VALUE with KEY one of: {allowed}")
     unknown = [a for a in args.only or () if a not in offered]
     if unknown:
         raise TinyscopeError(f"--only {unknown[0]!r} is not an analysis of {exp.name}; choose from {', '.join(offered)}")
     torch.set_num_threads(args.threads)
     run = load_run(args.run, which)
     options = AnalysisOptions(only=tuple(args.only or offered), n=args.n, seed=args.seed,
-                              progress=not args.no_progress and sys.stderr.isatty())
+                              progress=not args.no_progress and sys.stderr.isatty(), settings=tuple(args.settings))
     result = exp.analyze(run, options)
     out = run.path / "analysis"
     out.mkdir(exist_ok=True)

@@ -105,12 +105,15 @@ class ReportSection:
 
 @dataclass(frozen=True)
 class AnalysisOptions:
-    """``tinyscope analyze`` flags: which analyses, on how many fresh examples, from which seed."""
+    """``tinyscope analyze`` flags: which analyses, on how many fresh examples, from which seed,
+    and ``settings``: ``KEY=VALUE`` assignments (``--set``) to the keys the experiment's
+    :meth:`Experiment.analysis_settings` names (set sizes other than ``n``)."""
 
     only: tuple[str, ...] = ()
     n: int = 2000
     seed: int = 42
     progress: bool = False
+    settings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -241,6 +244,10 @@ class Experiment(abc.ABC):
     def analyses(self) -> tuple[str, ...]:
         """Names of the analyses `tinyscope analyze` can run on a run of this experiment."""
         return ()
+
+    def analysis_settings(self) -> dict[str, object]:
+        """The keys `tinyscope analyze --set KEY=VALUE` may change, with their defaults (none here)."""
+        return {}
 
     def analyze(self, run: "Run", options: AnalysisOptions) -> AnalysisResult:
         """Run the analyses ``options.only`` (all when empty) on ``run``."""

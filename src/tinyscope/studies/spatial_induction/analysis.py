@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from tinyscope.errors import TinyscopeError
+from tinyscope.errors import ConfigError, TinyscopeError
 from tinyscope.interp.ablation import clean_keys_values, drop_keys, isolated_rows_logits
 from tinyscope.interp.alignment import attention_mass, summarize
 from tinyscope.interp.probes import balanced_indices, config_probe, group_folds, soft_probe
@@ -42,17 +42,40 @@ STAGES = {  # name -> hook of the post-residual stream after that sub-layer
 CONDITIONS = ("none", "L1 routing", "L1 random", "L2 matched", "L2 random")
 
 
+# The paper's set sizes where it states them (App. I.5-I.8); the defaults below are the CPU ones.
+PAPER_SIZES = {"n_traj": 20_000,        # I.5/I.6: alignment and ablation on 20,000 test trajectories
+               "tsne_per_pair": 400,    # I.8: 400 points per (configuration, target), 800 per configuration
+               "tsne_max_iter": 1000,   # I.8
+               "control_seeds": 3}      # I.6
+SIZE_FIELDS = ("chunk", "control_seeds", "points_per_traj", "probe_per_config", "tsne_per_pair", "tsne_max_iter")
+
+
 @dataclass
 class AnalysisConfig:
-    n_traj: int = 2000              # fresh coverage-filtered test trajectories (App. I.5 uses 20,000)
+    """Set sizes of one analysis; ``n_traj`` and ``seed`` come from `tinyscope analyze --n / --seed`,
+    the :data:`SIZE_FIELDS` from ``--set KEY=VALUE`` (paper values: :data:`PAPER_SIZES`)."""
+
+    n_traj: int = 2000              # fresh coverage-filtered test trajectories (paper: 20,000)
     seed: int = 42
     chunk: int = 64                 # trajectories per forward pass
     control_seeds: int = 3          # random-control repetitions (App. I.6)
     points_per_traj: int = 16       # query positions kept per trajectory for probes and t-SNE
     probe_per_config: int = 300     # balanced points per configuration in each probe fold part
-    tsne_per_pair: int = 60         # points per (configuration, target) pair in the t-SNE
+    tsne_per_pair: int = 60         # points per (configuration, target) pair in the t-SNE (paper: 400)
     tsne_max_iter: int = 1000
     only: list[str] = field(default_factory=lambda: list(ANALYSES))
+
+    def __post_init__(self):
+        for name in ("n_traj",) + SIZE_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"analysis {name}={value!r} must be an integer >= 1")
+        if self.tsne_max_iter < 250:  # scikit-learn's TSNE refuses fewer iterations
+            raise ConfigError(f"analysis tsne_max_iter={self.tsne_max_iter} must be >= 250")
+
+    def sizes(self) -> dict:
+        """The set sizes this analysis ran with (saved in analysis.json)."""
+        return {name: getattr(self, name) for name in ("n_traj",) + SIZE_FIELDS}
 
 
 def _rule_ids(tables: np.ndarray) -> np.ndarray:
@@ -122,7 +145,7 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
             probs = torch.softmax(logits[torch.as_tensor(b), torch.as_tensor(p), :V].float(), -1)
             labels["pred1"].append(probs[:, 1].numpy())
 
-    results: dict = {"n_traj": cfg.n_traj, "seed": cfg.seed, "setting": {
+    results: dict = {"n_traj": cfg.n_traj, "seed": cfg.seed, "sizes": cfg.sizes(), "setting": {
         "grid": list(task.lattice.shape), "V": V, "k": task.lattice.k, "T": task.cfg.T, "T0": T0,
         "rules": task.cfg.rules, "heads": [b.attn.n_heads for b in model.blocks]}}
     figures: dict = {}

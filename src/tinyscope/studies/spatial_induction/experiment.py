@@ -21,6 +21,7 @@ from tinyscope.models.transformer import Transformer, TransformerConfig
 from tinyscope.report.tables import Key, Metric, TableLayout, register_table
 from tinyscope.runs.experiment import AnalysisOptions, AnalysisResult, Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
+from tinyscope.studies.spatial_induction.cross_setting import FIG3_TABLE, FIG4_TABLE  # also registers Figs. 3-4
 from tinyscope.studies.spatial_induction.task import DATA_VERSION, CellularConfig, CellularTask, fresh_eval_task
 from tinyscope.train.trainer import TrainConfig
 
@@ -252,20 +253,30 @@ class SihExperiment(Experiment):
                      "against the true trajectory.", lambda: rollout_figure_for_run(run))]
 
     def tables(self) -> list:
-        """Table 13 (deterministic rules) and Table 14 (stochastic rules)."""
-        return [TABLE13 if self.regime == "det" else TABLE14]
+        """Table 13 (deterministic rules) or Table 14 (stochastic rules), and the numbers behind
+        Figures 3 and 4 (cross_setting.py) from the runs' analyses."""
+        return [TABLE13 if self.regime == "det" else TABLE14, FIG3_TABLE, FIG4_TABLE]
 
     def analyses(self) -> tuple[str, ...]:
         from tinyscope.studies.spatial_induction.analysis import ANALYSES
 
         return tuple(ANALYSES)
 
+    def analysis_settings(self) -> dict[str, object]:
+        """The analysis set sizes besides ``--n`` (``analysis.SIZE_FIELDS``; paper values in ``PAPER_SIZES``)."""
+        from tinyscope.studies.spatial_induction.analysis import SIZE_FIELDS, AnalysisConfig
+
+        return {name: getattr(AnalysisConfig(), name) for name in SIZE_FIELDS}
+
     def analyze(self, run, options: AnalysisOptions) -> AnalysisResult:
         """Attention maps, alignment (App. I.5), ablation with random controls (I.6), rule-disjoint
-        linear probes (I.7) and t-SNE (I.8) on ``options.n`` fresh test trajectories."""
+        linear probes (I.7) and t-SNE (I.8) on ``options.n`` fresh test trajectories, with the set
+        sizes of ``options.settings``."""
+        from tinyscope.config import apply_overrides
         from tinyscope.studies.spatial_induction.analysis import ANALYSES, CAPTIONS, AnalysisConfig, analyze
 
-        cfg = AnalysisConfig(n_traj=options.n, seed=options.seed, only=list(options.only or ANALYSES))
+        cfg = apply_overrides(AnalysisConfig(n_traj=options.n, seed=options.seed, only=list(options.only or ANALYSES)),
+                              list(options.settings))
         numbers, figures = analyze(run.model, run.task, cfg, progress=options.progress)
         captions = {name.replace(" ", "_"): CAPTIONS.get(name.split("_")[0], "") for name in figures}
         return AnalysisResult(numbers, figures, captions)
