@@ -59,31 +59,6 @@ def test_computed_parameter_claims(cid):
     assert m.verdict == "met", (cid, m.value)  # the 124M count: ncffn-gpt2's paper preset (BPE, tied)
 
 
-def _row(basis, width, accuracy, params, seed=0):
-    return {"basis": basis, "width": width, "accuracy": accuracy, "params": params, "seed": seed}
-
-
-def test_parity_measures():
-    rows = [_row("gelu", 2, 0.9, 20), _row("gelu", 4, 1.0, 40), _row("swiglu", 3, 1.0, 60),
-            _row("bilinear", 4, 0.6, 50), _row("nc_bool", 3, 1.0, 30), _row("nc_bool", 2, 0.8, 20),
-            _row("nc", 2, 1.0, 20), _row("nc", 2, 0.7, 20, seed=1)]
-    assert nc.min_params(rows, "gelu") == 40 and math.isinf(nc.min_params(rows, "bilinear"))
-    assert nc.efficiency_ratio(rows) == pytest.approx(30 / 40)
-    assert nc.best_accuracy(rows, "nc") == 1.0 and nc.best_accuracy(rows, "gelu", 2) == 0.9
-    assert nc.same_size_accuracy_ratio(rows) == pytest.approx(1.0 / 0.9)
-    assert nc.same_size_accuracy_ratio([_row("nc", 2, 0.9, 20)]) == 0.0
-    assert math.isinf(nc.efficiency_ratio([_row("gelu", 2, 1.0, 20), _row("nc_bool", 2, 0.9, 20)]))
-
-
-def test_a_tiny_parity_probe_runs_through_the_measures():
-    from tinyscope.studies.ncffn.parity_bases import train_parity_batch
-
-    rows = train_parity_batch("nc_bool", 2, 1, [1, 2], [0], max_steps=50) + \
-        train_parity_batch("gelu", 2, 1, [1, 2], [0], max_steps=50)
-    assert {r["basis"] for r in rows} == {"nc_bool", "gelu"} and all(r["params"] > 0 for r in rows)
-    assert nc.efficiency_ratio(rows, others=("gelu",)) >= 0.0
-
-
 def _history_rec(seed, history):
     rec = RunRecord(seed, {"metrics": {}})
     rec._history = history
