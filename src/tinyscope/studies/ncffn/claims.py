@@ -47,6 +47,7 @@ from tinyscope.runs.claims import (
 SEEDS = (0, 1, 2, 3, 4)
 EXP = "ncffn-lm"
 PARITY_BITS, PARITY_DEPTH = 8, 1
+PARITY_NS = (4, 6, 8)                  # the parity claims' N at depth 1 (the digest names N = 8)
 GELU_LAYER_PARAMS = 4_722_432          # Digest (reimplementation): one d = 768, d_ff = 3072 layer
 PPL_GELU, PPL_NC = 18.32, 18.36        # Digest: OpenWebText perplexity
 HALF_LIFE = 1.5                        # Abstract: median half-life ~1.5 tokens
@@ -288,12 +289,17 @@ def _npi(overrides: tuple[str, ...] = ()) -> RunSet:
 NEUTRAL, PARITY, QUANT, LM, SYN = ("Abstract (parameter neutrality)", "Abstract (N-bit parity)",
                                    "Abstract (sequence quantifiers)", "Abstract (125M, OpenWebText)",
                                    "Abstract (licensing and quantifiers)")
-PARITY_NOTE = ("N = 8 and depth 1 (the digest's 8-bit parity; 'shallow'); the paper's widths, optimiser, seeds "
-               "and efficiency reading are not public: tinyscope's probe trains full-batch on all 256 inputs "
-               "(Adam 3e-2, cosine, ≤ 2,000 steps), 5 seeds at every width 1-16 (nc_bool at even widths only: an "
-               "odd one keeps a GELU channel); a basis solves at a width when ≥ half of its seeds reach 100% "
-               "(parity_bases.ParitySweepConfig); bootstrap intervals over seeds in docs/results/ncffn.md; "
-               "computed by training, ~2-4 minutes of one core")
+def parity_note(n: int = PARITY_BITS) -> str:
+    """The protocol of the parity claims at N = ``n``, depth 1."""
+    source = "the digest's 8-bit parity" if n == 8 else "the digest names N = 8"
+    return (f"N = {n} and depth 1 ({source}; 'shallow'); the paper's widths, optimiser, seeds and efficiency reading are not public: tinyscope's "
+            f"probe trains full-batch on all {2 ** n} inputs (Adam 3e-2, cosine, ≤ 2,000 steps), 5 seeds at every "
+            f"width 1-{2 * n} (nc_bool at even widths only: an odd one keeps a GELU channel); a basis solves at a "
+            "width when ≥ half of its seeds reach 100% (parity_bases.ParitySweepConfig); bootstrap intervals over "
+            "seeds in docs/results/ncffn.md; computed by training, minutes of one core")
+
+
+PARITY_NOTE = parity_note()
 LOGIC_NOTE = ("a two-operand pair: both memberships A and B vary over 100 held-out windows (the weaker one's std "
               ">= 0.1) and are not one proposition (|corr| <= 0.9), legibility_training.pair_logic; the paper "
               "gives no definition")
@@ -339,14 +345,16 @@ CLAIMS = declare(
           note="GPT-2 small: 50,257 BPE entries, context 1,024, 12 layers of width 768, tied embeddings "
                "(124,439,808 parameters, the released GPT-2's count)"),
     # parity
-    Claim("ncffn/abstract/parity/N=8/depth=1/nc-over-best-other", PARITY, "on N-bit parity the bounded "
-          "multiplicative (NC) units are the most parameter-efficient basis at shallow depth: the fewest "
-          "parameters at which a fully-NC stack fits 8-bit parity in at least half of its seeds are no more than "
-          "a GELU, SwiGLU or bilinear stack's",
-          PaperValue("most parameter-efficient"), at_most(1.0),
-          compute=lambda: efficiency_ratio(parity_rows()), experiment=EXP, row="N = 8, depth 1",
-          column="params solving in ≥ ½ of seeds: NC / best other", note="NC = the fully Boolean stack (nc_bool: every unit A·B or "
-          "A·(1−B)); the 75% GELU nc layer is the GELU FFN at small widths; " + PARITY_NOTE),
+    *(Claim(f"ncffn/abstract/parity/N={n}/depth=1/nc-over-best-other", PARITY, "on N-bit parity the bounded "
+            "multiplicative (NC) units are the most parameter-efficient basis at shallow depth: the fewest "
+            f"parameters at which a fully-NC stack fits {n}-bit parity in at least half of its seeds are no more "
+            "than a GELU, SwiGLU or bilinear stack's",
+            PaperValue("most parameter-efficient"), at_most(1.0),
+            compute=lambda n=n: efficiency_ratio(parity_rows(n, PARITY_DEPTH)), experiment=EXP,
+            row=f"N = {n}, depth 1", column="params solving in ≥ ½ of seeds: NC / best other",
+            note="NC = the fully Boolean stack (nc_bool: every unit A·B or A·(1−B)); the 75% GELU nc layer is the "
+                 "GELU FFN at small widths; " + parity_note(n))
+      for n in PARITY_NS),
     Claim("ncffn/digest/parity/N=8/depth=1/nc-solves", "Digest", "a single NC-FFN layer solves 8-bit parity",
           PaperValue("solves", 1.0), at_least(1.0), compute=lambda: best_accuracy(parity_rows(), "nc"),
           experiment=EXP, unit="%", row="N = 8, depth 1", column="best NC-FFN accuracy", note=PARITY_NOTE),
