@@ -186,6 +186,16 @@ def combine(label: str, fn: Callable[..., float], *keys: str) -> Measure:
     return Measure(label, per_seed)
 
 
+def within_run(label: str, fn: Callable[..., float], *keys: str, run_set: int = 0) -> Measure:
+    """``fn(v0, v1, ...)`` per seed, with ``v_i`` the final ``keys[i]`` of one run (RunSet
+    ``run_set``), e.g. the gap between two layers' metrics of the same model; :func:`combine`
+    reads each key from its own RunSet instead."""
+    def per_seed(runs: Runs) -> dict[int, float]:
+        return {s: float(fn(*(r.value(k) for k in keys))) for s, r in (runs[run_set].items() if runs else ())}
+
+    return Measure(label, per_seed, final_only=run_set == 0)
+
+
 def ratio(key_a: str, key_b: str) -> Measure:
     """RunSet 0's ``key_a`` over RunSet 1's ``key_b``, seed by seed."""
     return combine(f"{key_a} / {key_b}", lambda a, b: a / b if b else math.inf, key_a, key_b)

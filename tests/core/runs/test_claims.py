@@ -29,6 +29,7 @@ from tinyscope.runs.claims import (
     select,
     time_to,
     within,
+    within_run,
 )
 
 
@@ -73,6 +74,13 @@ def test_paired_measures_pair_by_seed():
     a, b = _records({0: 0.9, 1: 0.8, 2: 0.7}), _records({1: 0.4, 2: 0.35, 3: 0.1})
     assert ratio("acc", "acc")([a, b]) == {1: pytest.approx(2.0), 2: pytest.approx(2.0)}
     assert difference("acc", "acc")([a, b]) == {1: pytest.approx(0.4), 2: pytest.approx(0.35)}
+
+
+def test_within_run_reads_several_keys_of_one_run():
+    runs = [{s: RunRecord(s, {"metrics": {"l0": 0.9 - s / 10, "l1": 0.2}}) for s in (0, 1)}]
+    gap = within_run("l0 − l1", lambda a, b: a - b, "l0", "l1")
+    assert gap(runs) == {0: pytest.approx(0.7), 1: pytest.approx(0.6)} and gap.final_only
+    assert difference("l0", "l1")(runs) == {}  # combine pairs RunSets: one RunSet gives no value
 
 
 def test_top_level_and_dotted_keys_and_missing_metric():

@@ -42,6 +42,7 @@ from tinyscope.runs.claims import (
     metric,
     ratio,
     within,
+    within_run,
 )
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -277,7 +278,7 @@ def two_epochs(overrides: tuple[str, ...] = ()) -> tuple[str, ...]:
 
 # the npi licensing language (licensing_npi) at the cpu preset: 409,600 training tokens, 200 steps an epoch
 NPI = ("task.language=npi", "task.n_train_tokens=409600")
-NPI_SEEDS = (0, 1)  # ~13 min a run on the shared 2 cores at load 9-15; more: --n-seeds N
+NPI_SEEDS = SEEDS  # each run is under a minute of one quiet core
 NPI_METRIC = "npi_pair_acc"
 
 
@@ -306,7 +307,7 @@ LOGIC_NOTE = ("a two-operand pair: both memberships A and B vary over 100 held-o
 SYN_NOTE = ("the paper measures BLiMP licensing and quantifier phenomena at 125M scale; tinyscope's stand-in is "
             "the npi licensing language (task.language=npi: licensors at 0-6 fillers, out-of-scope distractors, "
             "nested negation that cancels, DE quantifiers) at the cpu preset, trained two epochs of 200 steps "
-            "(evaluations at the end of each), seeds 0 and 1; 'npi_pair_acc' is the minimal-pair accuracy (the "
+            "(evaluations at the end of each), seeds 0-4; 'npi_pair_acc' is the minimal-pair accuracy (the "
             "grammatical member's total log-probability higher) averaged over the four phenomena, ceiling 1")
 
 CLAIMS = declare(
@@ -387,8 +388,8 @@ CLAIMS = declare(
     Claim("ncffn/abstract/logic/cpu/layer0-concentration", QUANT, "two-operand logic concentrates in "
           "layer 0: its NC-FFN has a larger share of fuzzy pairs whose two operands both vary than layer 1's",
           PaperValue("concentrates in layer 0"), at_least(0.1), runs=(_rs("cpu", CPU_QUANT),),
-          measure=combine("two_operand_share_l0 − two_operand_share_l1", lambda a, b: a - b,
-                          "two_operand_share_l0", "two_operand_share_l1"),
+          measure=within_run("two_operand_share_l0 − two_operand_share_l1", lambda a, b: a - b,
+                             "two_operand_share_l0", "two_operand_share_l1"),
           unit="%", row="cpu preset, NC-FFN + quantifiers", column="two-operand pairs: layer 0 − layer 1",
           note=LOGIC_NOTE + "; tinyscope asks a lead of >= 10 points of share"),
     Claim("ncffn/abstract/logic/cpu/layer0-erodes", QUANT, "under training the two-operand logic of layer 0 "
