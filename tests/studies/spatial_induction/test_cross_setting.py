@@ -29,23 +29,25 @@ def fake_analysis(level: float) -> dict:
             "probes": {"stages": list(STAGES), "config": {s: level for s in STAGES}, "kgram": {s: level for s in STAGES}}}
 
 
-def analysed_run(path, experiment, seed, level=None, preset="smoke"):
-    write_run(path, seed, {"test_tf_cell_acc": 0.5}, experiment=experiment, preset=preset)
+def analysed_run(path, experiment, seed, level=None, preset="smoke", step=300):
+    write_run(path, seed, {"test_tf_cell_acc": 0.5}, experiment=experiment, preset=preset)  # selected step 300
     if level is not None:
         (path / "analysis").mkdir()
-        (path / "analysis" / "analysis.json").write_text(json.dumps(fake_analysis(level)))
+        (path / "analysis" / "analysis.json").write_text(json.dumps(dict(fake_analysis(level), checkpoint_step=step)))
 
 
 @pytest.fixture
 def folder(tmp_path):
     """Two analysed seeds of eca shared det (0.6, 0.8), one of eca dedicated stoch (0.4), an
-    unanalysed eca dedicated det run, one with a damaged analysis.json, and a compiled circuit."""
+    unanalysed eca dedicated det run, one with a damaged analysis.json, one whose analysis is of
+    another checkpoint, and a compiled circuit."""
     analysed_run(tmp_path / "a0", "sih-eca-shared-det", 0, 0.6)
     analysed_run(tmp_path / "a1", "sih-eca-shared-det", 1, 0.8)
     analysed_run(tmp_path / "s0", "sih-eca-dedicated-stoch", 0, 0.4)
     analysed_run(tmp_path / "plain", "sih-eca-dedicated-det", 0)
     analysed_run(tmp_path / "broken", "sih-eca-dedicated-det", 1, 0.9)
     (tmp_path / "broken" / "analysis" / "analysis.json").write_text('{"alignment": ')
+    analysed_run(tmp_path / "stale", "sih-eca-dedicated-det", 2, 0.9, step=100)
     analysed_run(tmp_path / "compiled", "sih-compiled-eca-det", 0, 0.1, preset="paper")
     return tmp_path
 
@@ -64,7 +66,7 @@ def test_seeds_are_pooled_per_group_and_empty_groups_kept(folder):
     assert (s.n, s.mean) == (2, pytest.approx(0.7)) and s.sd == pytest.approx(np.std([0.6, 0.8], ddof=1))
     assert shared.stat("alignment", "L1", "layer").mean == pytest.approx(0.35)
     dedicated = data[Group("eca", "det", "dedicated")]
-    assert (len(dedicated.runs), len(dedicated.analyses)) == (2, 0)  # the damaged file counts as not analysed
+    assert (len(dedicated.runs), len(dedicated.analyses)) == (3, 0)  # damaged, stale: not analysed
     assert dedicated.missing("probes") == "probes not analysed"
     assert data[Group("v3", "det", "shared")].missing("probes") == "no run"
     assert all(r.experiment.startswith("sih-eca") for g in data.values() for r in g.runs)  # compiled left out

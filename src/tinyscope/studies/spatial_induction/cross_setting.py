@@ -57,10 +57,6 @@ class Group:
     regime: str
     arch: str
 
-    @property
-    def label(self) -> str:
-        return f"{SETTINGS[self.setting]}, {REGIMES[self.regime]}, {ARCHS[self.arch]}"
-
 
 GROUPS = tuple(Group(s, r, a) for r in REGIMES for s in SETTINGS for a in ARCHS)
 
@@ -75,16 +71,23 @@ def group_of(experiment: str) -> Group | None:
 
 
 def read_analysis(run: RunRecord) -> dict | None:
-    """The run's analysis.json, or None when the run was not analysed (or the file is damaged:
-    logged, and the run counts as not analysed)."""
+    """The run's analysis.json, or None when the run was not analysed; a damaged file, or an
+    analysis of another checkpoint than the run's selected one (``--checkpoint last``, or a run
+    trained further since), is logged and counts as not analysed."""
     path = run.path / "analysis" / "analysis.json"
     if not path.exists():
         return None
     try:
-        return read_json(path)
+        analysis = read_json(path)
     except RunReadError as exc:
         log.warning("run %s: analysis not read: %s", run.path, exc)
         return None
+    step = analysis.get("checkpoint_step")
+    if step is not None and run.selected_step is not None and step != run.selected_step:
+        log.warning("run %s: analysis of step %s, not of the selected step %s: left out (rerun tinyscope analyze)",
+                    run.path, step, run.selected_step)
+        return None
+    return analysis
 
 
 @dataclass
@@ -111,7 +114,8 @@ class GroupRuns:
 
     def trajectories(self) -> str:
         """The analyses' trajectory counts (``2000``, ``2000/20000`` when they differ)."""
-        return "/".join(str(n) for n in sorted({int(a.get("n_traj", 0)) for a in self.analyses})) or "–"
+        counts = {a.get("n_traj") for a in self.analyses}
+        return "/".join(str(n) for n in sorted(n for n in counts if isinstance(n, int))) or "–"
 
 
 def collect(runs: Sequence[RunRecord], preset: str | None = None) -> dict[Group, GroupRuns]:
