@@ -33,6 +33,9 @@ def register(sub) -> None:
     p.add_argument("--include-gpu", action="store_true", help="also run claims that need the paper preset on a GPU")
     p.add_argument("--computed-only", action="store_true",
                    help="only the claims computed from code (parameter counts, constructions): no training")
+    p.add_argument("--collect-only", action="store_true",
+                   help="start no run: measure the claims from the runs already finished under --out (fewer seeds "
+                        "where some are missing; each claim shows its n), e.g. while a long reproduction trains")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_reproduce)
 
@@ -110,7 +113,9 @@ def cmd_reproduce(args) -> int:
 
     if args.jobs < 1:
         raise ConfigError(f"--jobs {args.jobs} must be >= 1")
-    if not args.dry_run:  # the fork server imports torch while the plan is built
+    if args.collect_only and args.dry_run:
+        raise ConfigError("--collect-only and --dry-run: choose one (a dry run shows what would train)")
+    if not args.dry_run and not args.collect_only:  # the fork server imports torch while the plan is built
         from tinyscope.sweep.local import prestart
 
         prestart()
@@ -128,6 +133,12 @@ def cmd_reproduce(args) -> int:
         return 0
     command = "tinyscope reproduce " + " ".join(args.targets) + (f" --preset {args.preset}" if args.preset else "") \
         + (f" --n-seeds {args.seeds}" if args.seeds else "") + (" --computed-only" if args.computed_only else "")
+    if args.collect_only:
+        missing = [r for r in plan.runs if not plan.is_done(r)]
+        if missing:
+            print(f"tinyscope: --collect-only: {len(missing)} of {len(plan.runs)} run(s) are not finished; their "
+                  f"claims are measured on fewer seeds", file=sys.stderr)
+        return _measure_and_record(plan, args, command, out, failed=[])
 
     def stop(signum, frame):  # `kill` stops the runs cleanly, like Ctrl-C
         raise KeyboardInterrupt
@@ -138,7 +149,15 @@ def cmd_reproduce(args) -> int:
     except KeyboardInterrupt:
         print("tinyscope: reproduce interrupted; the same command continues it", file=sys.stderr)
         return 130
-    for path, err in result.failed:
+    return _measure_and_record(plan, args, command, out, failed=result.failed)
+
+
+def _measure_and_record(plan, args, command: str, out: str, failed: list) -> int:
+    """Measure every claim of ``plan`` from its finished runs, write claims.json / claims.md,
+    record the ledgers and docs (unless --no-record), export the zoo (--zoo), print the table."""
+    from tinyscope.runs import reproduce
+
+    for path, err in failed:
         print(f"  failed: {path}: {err}  (traceback in {out}/{path}/error.txt)", file=sys.stderr)
     results = reproduce.collect(plan)
     zoo_names = reproduce.export_zoo(plan, results) if args.zoo else {}
@@ -156,7 +175,7 @@ def cmd_reproduce(args) -> int:
     for name in sorted(set(zoo_names.values())):
         print(f"tinyscope: zoo entry zoo:{name}", file=sys.stderr)
     print(f"tinyscope: {json_path} and {md_path}", file=sys.stderr)
-    return 1 if result.failed else 0
+    return 1 if failed else 0
 
 
 def _preflight(plan, args) -> None:

@@ -50,6 +50,20 @@ def test_rerun_trains_nothing(done):
     assert again.skipped == 2 and again.done == 0
 
 
+def test_collect_only_measures_the_finished_runs_and_starts_none(done, capsys):
+    """--collect-only with a third seed that never ran: the claim is measured on the two
+    finished ones, nothing is trained, and claims.json says n = 2."""
+    plan, _, _ = done
+    (plan.out / "claims.json").unlink(missing_ok=True)
+    assert main(["reproduce", "minimal/fig3/rule_error", "--preset", "smoke", "--n-seeds", "3", "--collect-only",
+                 "--no-record", "--no-progress", "--out", str(plan.out)]) == 0
+    assert "1 of 3 run(s) are not finished" in capsys.readouterr().err
+    rows = {r["id"]: r for r in json.loads((plan.out / "claims.json").read_text())["claims"]}
+    assert rows["minimal/fig3/rule_error"]["n"] == 2
+    assert not plan.run_dir(plan.claims[0].runs[0], 2).exists()
+    assert main(["reproduce", "minimal", "--collect-only", "--dry-run", "--out", str(plan.out)]) == 2
+
+
 def test_a_run_of_an_older_preset_is_not_counted_and_not_reused(done, tmp_path):
     """A finished run whose config.json is not the training its preset does today (the preset
     changed since) is neither measured nor skipped as complete: the plan names it, execute refuses."""
