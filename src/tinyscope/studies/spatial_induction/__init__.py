@@ -13,4 +13,4 @@ in ``splits.py``, the task in ``task.py``, the TF / AR / KL metrics in ``metrics
 ``rollout.py``, the hand-set circuits (App. E-H) in ``constructions/``, the mechanistic analysis
 (App. I.5-I.8) in ``analysis.py``.
 """
-EXPERIMENT_MODULES = ("experiment", "compiled")
+EXPERIMENT_MODULES = ("experiment", "compiled", "figure1")

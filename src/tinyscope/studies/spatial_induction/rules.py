@@ -97,5 +97,15 @@ def is_stochastic(tables: np.ndarray, lattice: Lattice) -> bool:
     return False
 
 
+def near(tables: np.ndarray, references: np.ndarray, radius: float) -> np.ndarray:
+    """Which stochastic ``tables`` (n, C, V) lie within ``radius`` of some reference (R, C, V) in
+    the sup norm max_{c,y} |p(y | c) - r(y | c)|: a boolean mask (n,)."""
+    tables, references = np.asarray(tables, dtype=float), np.asarray(references, dtype=float)
+    if not len(references):
+        return np.zeros(len(tables), dtype=bool)
+    dist = np.abs(tables[:, None] - references[None]).max(axis=(-2, -1))  # (n, R)
+    return (dist < radius).any(-1)
+
+
 NAMED_RULES = {"rule110": lambda: wolfram(110), "rule30": lambda: wolfram(30), "rule90": lambda: wolfram(90),
                "stavskaya": lambda: stavskaya(0.29), "life": game_of_life}

@@ -19,7 +19,7 @@ from tinyscope.studies.spatial_induction.coverage import cover, feasibility
 from tinyscope.studies.spatial_induction.evolve import evolve
 from tinyscope.studies.spatial_induction.lattice import NEIGHBOURHOODS, Lattice
 from tinyscope.studies.spatial_induction.pools import PAPER_POOL_SIZES, StratifiedPools
-from tinyscope.studies.spatial_induction.rules import dirichlet_tables, table_from_number
+from tinyscope.studies.spatial_induction.rules import NAMED_RULES, dirichlet_tables, near, table_from_number
 from tinyscope.studies.spatial_induction.serialize import TOKEN_IDS, Layout
 from tinyscope.studies.spatial_induction.splits import SPLITS, EnumeratedSplits
 from tinyscope.studies.spatial_induction.symmetry import SymmetryGroup
@@ -45,6 +45,11 @@ class CellularConfig:
     symmetry_states: str = "complement"
     split_seed: int = 0
     holdout: list[int] = field(default_factory=lambda: [110])  # rule numbers forced into test
+    # stochastic rules held out of training (names in rules.NAMED_RULES whose table is stochastic,
+    # "stavskaya" = Stavskaya p = 0.29): a training rule within ``holdout_radius`` of one of them or
+    # of one of its symmetry images (sup norm over the table, rules.near) is redrawn
+    holdout_stochastic: list[str] = field(default_factory=list)
+    holdout_radius: float = 0.05
     n_val: int = 512                     # val-out trajectories (coverage-filtered)
     n_test: int = 1024                   # test trajectories (coverage-filtered)
     data_seed: int = 1234
@@ -97,6 +102,11 @@ class CellularConfig:
             check(all(a > 0 for a in self.curriculum_alpha), f"task.curriculum_alpha={self.curriculum_alpha} must be > 0")
         check(not self.pool_sizes or (len(self.pool_sizes) == 3 and min(self.pool_sizes) >= 1),
               f"task.pool_sizes={self.pool_sizes} must be empty or three positive sizes (train, val, test)")
+        if self.holdout_stochastic:
+            check(self.rules == "stochastic", "task.holdout_stochastic applies to stochastic rules only")
+            for name in self.holdout_stochastic:
+                check_choice("task.holdout_stochastic", name, tuple(n for n in NAMED_RULES if NAMED_RULES[n]().ndim == 2))
+        check(0 < self.holdout_radius <= 1, f"task.holdout_radius={self.holdout_radius} must lie in (0, 1]")
         check(self.coverage_tries >= 1, f"task.coverage_tries={self.coverage_tries} must be >= 1")
         check_choice("task.token_ids", self.token_ids, TOKEN_IDS)
         check(self.data_version in (1, DATA_VERSION), f"task.data_version={self.data_version} must be 1 or {DATA_VERSION}")
@@ -180,6 +190,18 @@ class CellularTask:
         return StratifiedPools(lat, self.group, self.cfg.T0, sizes, seed=self.cfg.split_seed,
                                tries=self.cfg.coverage_tries, holdout=tuple(self.cfg.holdout))
 
+    @cached_property
+    def held_out_tables(self) -> np.ndarray:
+        """The stochastic rules kept out of training and their symmetry images, (R, C, V)."""
+        C, V = self.lattice.n_configs, self.lattice.V
+        tables = [NAMED_RULES[name]() for name in self.cfg.holdout_stochastic]
+        for name, table in zip(self.cfg.holdout_stochastic, tables):
+            check(table.shape == (C, V), f"task.holdout_stochastic={name!r} has a table of shape {table.shape}, "
+                  f"not ({C}, {V}) of this lattice")
+        if not tables:
+            return np.zeros((0, C, V))
+        return self.group.orbit_stochastic(np.stack(tables)).reshape(-1, C, V)
+
     def pool(self, split: str) -> np.ndarray:
         """Rule numbers of ``split``'s pool (deterministic rules)."""
         check_choice("split", split, SPLITS)
@@ -215,7 +237,17 @@ class CellularTask:
         check_choice("split", split, SPLITS)
         lat = self.lattice
         if self.stochastic:
-            return dirichlet_tables(rng, n, lat.V, lat.k, self.cfg.alpha if alpha is None else alpha)
+            alpha = self.cfg.alpha if alpha is None else alpha
+            tables = dirichlet_tables(rng, n, lat.V, lat.k, alpha)  # (n, C, V)
+            if split == "train":
+                for _ in range(1000):
+                    bad = near(tables, self.held_out_tables, self.cfg.holdout_radius)
+                    if not bad.any():
+                        return tables
+                    tables[bad] = dirichlet_tables(rng, int(bad.sum()), lat.V, lat.k, alpha)
+                raise TinyscopeError(f"training rules stayed within task.holdout_radius={self.cfg.holdout_radius} "
+                                     f"of the held-out rules after 1000 redraws; lower the radius")
+            return tables
         pool = self.pool(split)
         return self._tables(pool[rng.integers(0, len(pool), size=n)])
 
