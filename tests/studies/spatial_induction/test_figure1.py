@@ -66,3 +66,28 @@ def test_default_radius_leaves_the_training_stream_as_the_sih_one():
 def test_holdout_config_is_validated(kw, field):
     with pytest.raises(ConfigError, match=field):
         CellularConfig(**kw)
+
+
+def test_train_report_and_viz_draw_figure_1_from_one_det_and_one_stoch_run(tmp_path, capsys):
+    from tinyscope.cli import main
+    from tinyscope.runs.rundir import load_run, run_experiment
+    from tinyscope.studies.spatial_induction.figure1 import figure1_for_paths, partner_run
+
+    for regime in ("det", "stoch"):
+        run_experiment(EXPERIMENTS[regime], "smoke", seed=0, out=tmp_path / regime, progress=False)
+    assert partner_run(tmp_path / "det", "stoch") == (tmp_path / "stoch").resolve()
+    fig = figure1_for_paths(tmp_path / "stoch", tmp_path / "det")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(titles) == 6 and titles[0].startswith("Rule 110: ground truth") and titles[3].startswith("Stavskaya")
+    assert titles[2] == "Rule 110: greedy rollout" and titles[5] == "Stavskaya p=0.29: sampled AR: P(state 1)"
+    image = fig.axes[0].get_images()[0].get_array()
+    assert image.shape == (7, 8)  # the run's T x |G|
+
+    assert main(["report", str(tmp_path)]) == 0
+    assert (tmp_path / "report" / "figures" / "sih-fig1.png").stat().st_size > 10_000
+    assert "figures/sih-fig1.png" in capsys.readouterr().out
+    assert main(["viz", str(tmp_path / "det"), "--no-report"]) == 0
+    assert (tmp_path / "det" / "figures" / "figure1.png").stat().st_size > 10_000
+    alone = load_run(tmp_path / "stoch")
+    (view,) = alone.experiment.views(alone)
+    assert "both rules" in view.caption
