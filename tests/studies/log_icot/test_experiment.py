@@ -89,6 +89,28 @@ def test_grow_depth_runs_each_stage_at_its_depth():
     assert not torch.allclose(model(batch["tokens"]), one_layer)  # hooks are gone afterwards
 
 
+def test_at_depth_computes_the_skip_hooks_function_without_the_skipped_blocks():
+    from tinyscope.models.transformer import Transformer
+    from tinyscope.studies.log_icot.experiment import AtDepth, parity_model, skip_layers_hooks
+
+    torch.manual_seed(0)
+    model = Transformer(parity_model(8, 8, d_model=16, n_heads=2, d_mlp=32))  # 3 layers
+    tokens = torch.from_numpy(Parity(ParityConfig(n=8, k=8)).sample(np.random.default_rng(0), 8).tokens)
+    calls = []
+    model.blocks[2].register_forward_hook(lambda *a: calls.append(2))
+    for depth in (1, 2):
+        with model.hooks(skip_layers_hooks(3, depth)):
+            hooked = model(tokens)
+        calls.clear()
+        assert torch.equal(AtDepth(model, depth)(tokens), hooked)
+        assert calls == []  # block 3 never ran
+    exp = get("parity-logicot")
+    cfg = exp.config("smoke", overrides=["task.n=8", "task.k=8", "model.n_ctx=15", "model.n_heads=[2,2,2]",
+                                         "model.d_mlp=[16,16,16]"])
+    assert exp.stage_model(cfg, model, removal_schedule(8, "direct")[0]) is model  # full depth: the model itself
+    assert exp.stage_model(cfg, model, ()).depth == 1
+
+
 def test_freeze_absorbed_trains_only_the_deepest_active_layer():
     exp = get("parity-logicot")
     cfg = exp.config("smoke", overrides=["task.n=8", "task.k=8", "model.n_ctx=15", "model.n_heads=[2,2,2]",

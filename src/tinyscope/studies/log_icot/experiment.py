@@ -170,6 +170,20 @@ def skip_layers_hooks(n_layers: int, active: int) -> list:
     return hooks
 
 
+class AtDepth(torch.nn.Module):
+    """``model`` run through its first ``depth`` blocks, then its final norm and unembedding: the
+    function :func:`skip_layers_hooks` gives (blocks from ``depth`` on are the identity), without
+    computing the skipped blocks. ``forward(tokens) -> logits`` (B, T, n_out)."""
+
+    def __init__(self, model: Transformer, depth: int):
+        super().__init__()
+        self.model, self.depth = model, depth
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.model(tokens, stop_at_layer=self.depth)  # (B, T, D)
+        return self.model.W_U(self.model.ln_final(x))  # (B, T, n_out)
+
+
 def own_level_attention(model: torch.nn.Module, task: Parity, n_examples: int = 512, seed: int = 0) -> dict:
     """How much of each layer's attention goes where the tree says it should, on the single-pass
     (all-blank) layout: ``attn_own_level_mass_layer{l}`` is the mean attention mass from the slots
@@ -220,18 +234,29 @@ class ParityExperiment(Experiment):
             return []
         return skip_layers_hooks(cfg.model.n_layers, min(stage_depth(cfg.task.k, removed), cfg.model.n_layers))
 
+    def stage_model(self, cfg: ParityRunConfig, model: torch.nn.Module, removed) -> torch.nn.Module:
+        """The model as the stage that removes ``removed`` runs it: :class:`AtDepth` at the stage's
+        depth with ``grow_depth`` (the layers above it are not computed), else ``model`` itself."""
+        if not cfg.grow_depth or cfg.arch != "transformer":
+            return model
+        depth = min(stage_depth(cfg.task.k, removed), cfg.model.n_layers)
+        return model if depth == cfg.model.n_layers else AtDepth(model, depth)
+
     def objective(self, cfg: ParityRunConfig, task: CurriculumTask):
         if not cfg.grow_depth or cfg.arch != "transformer":
             return None
 
         def loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
             removed = task.curriculum.current.spec
-            hooks = self.stage_hooks(cfg, removed)
+            inner = getattr(model, "module", model)
+            # a DDP-wrapped model must be called as itself (gradient sync): there the hooks skip the layers
+            hooks, net = (self.stage_hooks(cfg, removed), model) if inner is not model \
+                else ([], self.stage_model(cfg, model, removed))
             deepest = min(stage_depth(cfg.task.k, removed), cfg.model.n_layers) - 1
             if cfg.freeze_absorbed and deepest > 0:  # no gradient into the layers earlier stages trained
                 hooks.append((f"blocks.{deepest}.hook_resid_pre", lambda x, hook: x.detach()))
-            with getattr(model, "module", model).hooks(hooks):
-                return masked_next_token_loss(model, batch)
+            with inner.hooks(hooks):
+                return masked_next_token_loss(net, batch)
 
         return loss
 
@@ -243,11 +268,11 @@ class ParityExperiment(Experiment):
 
         def evaluate(model: torch.nn.Module) -> dict:
             removed = curriculum.current.spec
-            with model.hooks(self.stage_hooks(cfg, removed)):
-                token_acc, val_loss = teacher_forced(model, encode(bits, nodes, parity.layout(removed)), chunk)
-                metrics = {"acc": answer_accuracy(model, parity, bits, nodes, removed, chunk),
-                           "token_acc": token_acc, "val_loss": val_loss,
-                           "single_pass_acc": answer_accuracy(model, parity, bits, nodes, final, chunk)}
+            net = self.stage_model(cfg, model, removed)
+            token_acc, val_loss = teacher_forced(net, encode(bits, nodes, parity.layout(removed)), chunk)
+            metrics = {"acc": answer_accuracy(net, parity, bits, nodes, removed, chunk),
+                       "token_acc": token_acc, "val_loss": val_loss,
+                       "single_pass_acc": answer_accuracy(net, parity, bits, nodes, final, chunk)}
             return metrics | curriculum.update(metrics)
 
         return evaluate
@@ -257,11 +282,12 @@ class ParityExperiment(Experiment):
         bits, nodes = parity.fixed("test")
         last = curriculum.stages[-1].spec
         single_pass = removal_schedule(cfg.task.k, "direct")[0]
-        with model.hooks(self.stage_hooks(cfg, last)):  # the model as its last stage runs it
-            out = {"test_acc": answer_accuracy(model, parity, bits, nodes, last, cfg.eval.batch_size),
-                   "test_single_pass_acc": answer_accuracy(model, parity, bits, nodes, single_pass, cfg.eval.batch_size),
-                   "n_stages": float(len(curriculum.stages))}
-            if set(last) == set(single_pass):  # the last stage is the single pass: its layers hold the tree
+        net = self.stage_model(cfg, model, last)  # the model as its last stage runs it
+        out = {"test_acc": answer_accuracy(net, parity, bits, nodes, last, cfg.eval.batch_size),
+               "test_single_pass_acc": answer_accuracy(net, parity, bits, nodes, single_pass, cfg.eval.batch_size),
+               "n_stages": float(len(curriculum.stages))}
+        if set(last) == set(single_pass):  # the last stage is the single pass: its layers hold the tree
+            with model.hooks(self.stage_hooks(cfg, last)):
                 out |= own_level_attention(model, parity, seed=cfg.task.eval_seed or 0)
         if curriculum.step:  # the training process's curriculum (absent when a run is re-evaluated)
             out |= {"stages_reached": float(curriculum.stage + 1), "curriculum_done": float(curriculum.done),
