@@ -138,4 +138,4 @@ def test_cpu_scale_headline_claims_run_n30_k16_on_a_cpu():
         for rs in claim.runs:
             cfg = registry.get(rs.experiment).config(rs.preset, 0, list(rs.overrides))
             assert rs.preset == "cpu" and (cfg.task.n, cfg.task.k, cfg.model.n_layers) == (30, 16, 4)
-            assert cfg.model.d_model == 32 and cfg.train.steps == 60000
+            assert cfg.model.d_model == 64 and cfg.train.optimizer == "muon" and cfg.train.steps == 12000
