@@ -83,3 +83,20 @@ def test_smoke_run_trains_and_reports_accuracy_by_depth(tmp_path):
     assert all(0.0 <= m[f"depth{d}_acc"] <= 1.0 for d in CRVNN_DEPTHS)
     assert {"train_depth1_acc", "train_depth2_acc", "train_loss_ce"} <= set(m)
     assert res["steps"] >= 10
+
+
+def test_claims_cover_the_seven_depths_on_the_paper_preset():
+    from tinyscope.studies.circuits.claims import CLAIMS, CRVNN_ACC
+
+    ours = [c for c in CLAIMS.values() if c.experiment == "circuit-listops-crvnn"]
+    assert sorted(c.id for c in ours if c.compute is None) == sorted(f"circuits/crvnn/listops/acc_d{d}" for d in CRVNN_ACC)
+    assert [float(CRVNN_ACC[d]) for d in CRVNN_DEPTHS] == [1.0, 0.961, 0.674, 0.431, 0.302, 0.177, 0.169]
+    exp = get("circuit-listops-crvnn")
+    for c in ours:
+        if c.compute is not None:
+            assert c.compute() == 521_611
+            continue
+        rs = c.runs[0]
+        cfg = exp.config(rs.preset, rs.seeds[0])
+        assert c.needs_gpu and rs.preset == "paper" and len(rs.seeds) == 5
+        assert cfg.task.eval_depths == CRVNN_DEPTHS and cfg.epochs == 300

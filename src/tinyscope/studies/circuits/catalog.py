@@ -26,4 +26,6 @@ EXPERIMENTS = (
      "looped softmax transformer (FIRE) on listops, the paper's baseline"),
     ('circuit-listops-baseline-rope', ('smoke', 'cpu', 'paper'),
      "looped softmax transformer (ROPE) on listops, the paper's baseline"),
+    ('circuit-listops-crvnn', ('smoke', 'cpu', 'paper'),
+     "CRvNN (continuous recursive NN) on ListOps, the circuit paper's baseline"),
 )

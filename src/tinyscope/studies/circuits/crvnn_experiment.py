@@ -37,7 +37,7 @@ from tinyscope.studies.circuits.protocol import PAPER_EPOCHS
 from tinyscope.studies.circuits.task import ExpressionSet, LogicTask
 
 CRVNN_DEPTHS = [1, 2, 3, 4, 5, 8, 10]  # the paper's CRvNN row
-CRVNN_CPU_EPOCHS = 2
+CRVNN_CPU_EPOCHS = 1  # one epoch of the full model: ~33 min at load 6.5 (docs/results/circuits.md)
 
 
 @dataclass
