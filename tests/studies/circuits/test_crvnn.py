@@ -88,7 +88,7 @@ def test_smoke_run_trains_and_reports_accuracy_by_depth(tmp_path):
 def test_claims_cover_the_seven_depths_on_the_paper_preset():
     from tinyscope.studies.circuits.claims import CLAIMS, CRVNN_ACC
 
-    ours = [c for c in CLAIMS.values() if c.experiment == "circuit-listops-crvnn"]
+    ours = [c for c in CLAIMS if c.experiment == "circuit-listops-crvnn"]
     assert sorted(c.id for c in ours if c.compute is None) == sorted(f"circuits/crvnn/listops/acc_d{d}" for d in CRVNN_ACC)
     assert [float(CRVNN_ACC[d]) for d in CRVNN_DEPTHS] == [1.0, 0.961, 0.674, 0.431, 0.302, 0.177, 0.169]
     exp = get("circuit-listops-crvnn")
