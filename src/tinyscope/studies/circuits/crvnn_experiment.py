@@ -135,7 +135,7 @@ class CRvNNExperiment(CircuitExperiment):
         was = model.training
         model.eval()
         with torch.no_grad():
-            ids, mask = compact(b["tokens"], model.cfg.vocab_size)
+            ids, mask = compact(b["tokens"], model.cfg.vocab_size)  # BLANK is id D = vocab_size (checked)
             logits = model(ids, mask).logits
         model.train(was)
         return {"train_loss_ce": float(F.cross_entropy(logits.float(), _labels(b["value"])))}
