@@ -89,8 +89,9 @@ def assert_residual_invariant(model: nn.Module, tokens: torch.Tensor) -> None:
 
 # The architectures that are not built on the core Block: they have their own residual layout
 # and tests (the looped circuit transformer, TraceRelay, THEIA's engines, its chain model and its post-LN
-# 4-domain BigTransformer).
-NOT_ON_BLOCK = {"CircuitTransformer", "TraceRelay", "Theia", "ChainModel", "BigTransformer", "RelativeLoopedBlock"}
+# 4-domain BigTransformer, the circuits study's looped RoPE/FIRE baseline and its CRvNN recursive cell).
+NOT_ON_BLOCK = {"CircuitTransformer", "TraceRelay", "Theia", "ChainModel", "BigTransformer", "RelativeLoopedBlock",
+                "CRvNN"}
 
 
 def _built(name: str, preset: str, overrides: list):
