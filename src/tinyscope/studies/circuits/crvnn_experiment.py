@@ -143,16 +143,7 @@ class CRvNNExperiment(CircuitExperiment):
     @torch.no_grad()
     def final_evaluation(self, cfg: CRvNNRunConfig, task: LogicTask, model) -> dict:
         metrics = dict(self.evaluator(cfg, task)(model)) | self.train_depth_metrics(model, cfg, task)
-        accs = []
-        for d in cfg.task.eval_depths:
-            data = task.eval_set(d)
-            acc = float(np.mean(self.answers(model, cfg, task, data) == self._value_index(task, data.values)))
-            accs.append(acc)
-            metrics[f"depth{d}_acc"] = acc
-            metrics[f"depth{d}_tokens_mean"] = float(data.lengths.mean())
-        metrics["eval_acc_mean"] = float(np.mean(accs))
-        metrics["eval_acc_min"] = float(np.min(accs))
-        return metrics
+        return metrics | self.accuracy_by_depth(cfg, task, lambda data: (self.answers(model, cfg, task, data), {}))
 
 
 register(CRvNNExperiment())

@@ -344,27 +344,37 @@ class CircuitExperiment(Experiment):
         return {"train_step_exact": float(same.float().mean()), "train_loss_bce": float(circuit_bce(model, b, zero_rows=False)),
                 "pe_equal": float(cmp["pe_equal"])}
 
+    def accuracy_by_depth(self, cfg, task: LogicTask, predict) -> dict:
+        """``depth{d}_acc`` (answer accuracy), ``depth{d}_tokens_mean`` and ``predict``'s extra
+        metrics at every evaluation depth, with ``eval_acc_mean`` and ``eval_acc_min``;
+        ``predict(data) -> (class indices (n,), {name: value})``."""
+        metrics, accs = {}, []
+        for d in cfg.task.eval_depths:
+            data = task.eval_set(d)
+            pred, extra = predict(data)
+            accs.append(float(np.mean(pred == self._value_index(task, data.values))))
+            metrics[f"depth{d}_acc"] = accs[-1]
+            metrics[f"depth{d}_tokens_mean"] = float(data.lengths.mean())
+            metrics |= {f"depth{d}_{k}": v for k, v in extra.items()}
+        metrics["eval_acc_mean"] = float(np.mean(accs))
+        metrics["eval_acc_min"] = float(np.min(accs))
+        return metrics
+
     @torch.no_grad()
     def final_evaluation(self, cfg: CircuitRunConfig, task: LogicTask, model) -> dict:
         from tinyscope.studies.circuits.construction import compare_weights
 
         metrics = dict(self.evaluator(cfg, task)(model)) | self.train_depth_metrics(model, cfg, task)
         g = task.grammar
-        accs, halts = [], []
-        for d in cfg.task.eval_depths:
-            data = task.eval_set(d)
+
+        def predict(data: ExpressionSet):
             pred, iters = circuit_answers(model, data, g.n_classes, cfg.eval.max_tokens_per_batch)
-            acc = float(np.mean(pred == self._value_index(task, data.values)))
-            accs.append(acc)
-            halts.append(float(np.mean(iters == d)))
-            metrics[f"depth{d}_acc"] = acc
-            metrics[f"depth{d}_halt_exact"] = halts[-1]
-            metrics[f"depth{d}_tokens_mean"] = float(data.lengths.mean())
-            metrics[f"depth{d}_tokens_sd"] = float(data.lengths.std(ddof=1)) if len(data) > 1 else 0.0
-            metrics[f"depth{d}_tokens_max"] = float(data.lengths.max())
-        metrics["eval_acc_mean"] = float(np.mean(accs))
-        metrics["eval_acc_min"] = float(np.min(accs))
-        metrics["eval_halt_exact_min"] = float(np.min(halts))
+            return pred, {"halt_exact": float(np.mean(iters == data.depths)),
+                          "tokens_sd": float(data.lengths.std(ddof=1)) if len(data) > 1 else 0.0,
+                          "tokens_max": float(data.lengths.max())}
+
+        metrics |= self.accuracy_by_depth(cfg, task, predict)
+        metrics["eval_halt_exact_min"] = min(metrics[f"depth{d}_halt_exact"] for d in cfg.task.eval_depths)
         cmp = compare_weights(model)
         metrics |= {k: float(v) for k, v in cmp.items() if isinstance(v, (bool, float))}
         return metrics
@@ -410,18 +420,8 @@ class CircuitBaselineExperiment(CircuitExperiment):
     @torch.no_grad()
     def final_evaluation(self, cfg: BaselineRunConfig, task: LogicTask, model) -> dict:
         metrics = dict(self.evaluator(cfg, task)(model)) | self.train_depth_metrics(model, cfg, task)
-        accs = []
-        for d in cfg.task.eval_depths:
-            data = task.eval_set(d)
-            pred = self.answers(model, cfg, task, data)
-            acc = float(np.mean(pred == self._value_index(task, data.values)))
-            accs.append(acc)
-            metrics[f"depth{d}_acc"] = acc
-            metrics[f"depth{d}_fits_context"] = float(np.mean(data.lengths <= cfg.baseline.n_ctx))
-            metrics[f"depth{d}_tokens_mean"] = float(data.lengths.mean())
-        metrics["eval_acc_mean"] = float(np.mean(accs))
-        metrics["eval_acc_min"] = float(np.min(accs))
-        return metrics
+        return metrics | self.accuracy_by_depth(cfg, task, lambda data: (
+            self.answers(model, cfg, task, data), {"fits_context": float(np.mean(data.lengths <= cfg.baseline.n_ctx))}))
 
 
 # ---------------------------------------------------------------- reporting
