@@ -126,3 +126,19 @@ def test_freeze_absorbed_trains_only_the_deepest_active_layer():
         assert got == trained
         assert (model.W_E.weight.grad is not None) == (stage == 0)
         assert model.W_U.weight.grad is not None
+
+
+def test_blank_ahead_draws_the_next_stages_layout_in_every_stage_but_the_last():
+    """task.blank_ahead: the curriculum task writes look-ahead rows (the next stage's BLANKs) in
+    stages 0 and 1 of k = 8, none in the last stage, where no stage follows."""
+    exp = get("parity-logicot")
+    cfg = exp.config("smoke", overrides=["task.n=8", "task.k=8", "model.n_ctx=15", "model.n_heads=[2,2,2]",
+                                         "model.d_mlp=[16,16,16]", "task.blank_ahead=0.5"])
+    task = exp.build_task(cfg)
+    schedule = removal_schedule(8, "logicot")
+    for stage in range(3):
+        task.curriculum.stage = stage
+        batch = task.sample(np.random.default_rng(stage), 64)
+        own = encode(batch.meta["bits"], batch.meta["nodes"], task.layout(schedule[stage]))
+        differs = (batch.tokens != own.tokens).any(1)  # (B,) rows in the next stage's layout
+        assert (0 < differs.sum() < 64) if stage < 2 else not differs.any()

@@ -11,6 +11,9 @@ from tinyscope.studies.log_icot.task import (
     Parity,
     ParityConfig,
     draw_subset,
+    encode,
+    encode_ahead,
+    node_children,
     node_levels,
     parity_tree,
     removal_schedule,
@@ -130,4 +133,80 @@ def test_bad_configs_are_rejected():
         ParityConfig(n=10, k=4, subset=[1, 1, 2, 3])
     with pytest.raises(ConfigError, match="answer"):
         Parity(ParityConfig(n=10, k=4)).layout([2])
+    with pytest.raises(ConfigError, match="blank_ahead"):
+        ParityConfig(n=10, k=4, blank_ahead=1.0)
+    with pytest.raises(ConfigError, match="removal=blank"):
+        ParityConfig(n=10, k=4, blank_ahead=0.5, removal="drop")
     assert set(CURRICULA) == {"direct", "cot", "icot", "logicot"}
+
+
+def test_node_children_are_the_tree_below():
+    """Each node's value is the XOR of its children's (or of its two selected bits at level 1)."""
+    for k in (2, 4, 8, 16):
+        task = Parity(ParityConfig(n=k + 3, k=k))
+        bits, nodes = task.draw(np.random.default_rng(0), 64)
+        chosen = bits[:, task.subset]
+        for j, children in enumerate(node_children(k)):
+            if children:
+                assert np.array_equal(nodes[:, j], nodes[:, children[0]] ^ nodes[:, children[1]])
+            else:
+                assert np.array_equal(nodes[:, j], chosen[:, 2 * j] ^ chosen[:, 2 * j + 1])
+
+
+def slow_lookahead_row(bits_row, nodes_row, task, now, ahead):
+    """One look-ahead sample written out by hand: the next stage's tokens; a target at every node
+    the current stage keeps whose children the next stage does not newly remove."""
+    n, k = task.n, task.k
+    tokens = [*bits_row, SEP] + [BLANK] * (k - 2)
+    for j in range(k - 2):
+        if j not in ahead:
+            tokens[n + 1 + j] = nodes_row[j]
+    children = node_children(k)
+    new = set(ahead) - set(now)
+    mask = [False] * (n + k - 1)
+    targets = [0] * (n + k - 1)
+    for j in range(k - 1):
+        if j not in now and not new & set(children[j]):
+            mask[n + j], targets[n + j] = True, nodes_row[j]
+    return tokens, targets, mask
+
+
+@pytest.mark.parametrize("k", [4, 8, 16])
+def test_blank_ahead_mixes_lookahead_samples_per_row(k):
+    """blank_ahead = 0.5: every row is either the stage's own sample or the hand-written look-ahead
+    one; both kinds occur; the bits drawn are those of blank_ahead = 0 (the coins come after)."""
+    schedule = removal_schedule(k, "logicot")
+    task = Parity(ParityConfig(n=k + 6, k=k, blank_ahead=0.5))
+    plain = Parity(ParityConfig(n=k + 6, k=k))
+    for now, ahead in zip(schedule, schedule[1:]):
+        batch = task.sample(np.random.default_rng([3, len(now)]), 64, now, ahead=ahead)
+        own = plain.sample(np.random.default_rng([3, len(now)]), 64, now, ahead=ahead)
+        assert np.array_equal(batch.meta["bits"], own.meta["bits"])
+        kinds = []
+        for i in range(64):
+            row = (list(batch.tokens[i]), list(batch.targets[i]), list(batch.loss_mask[i]))
+            mine = (list(own.tokens[i]), list(own.targets[i]), list(own.loss_mask[i]))
+            look = slow_lookahead_row(batch.meta["bits"][i], batch.meta["nodes"][i], task, now, ahead)
+            assert row in (mine, look)
+            kinds.append(row == look)
+        assert 0 < sum(kinds) < 64
+
+
+def test_blank_ahead_at_k_8_stage_1_supervises_the_level_2_slots_only():
+    """k = 8, stage 1 (level 1 removed) ahead of stage 2 (levels 1-2): level-2 tokens blank; the loss
+    on nodes 4 and 5 (computed in-layer from level 1) and not on the answer (its children are gone)."""
+    task = Parity(ParityConfig(n=12, k=8))
+    s1, s2 = removal_schedule(8, "logicot")[1:3]
+    bits, nodes = task.draw(np.random.default_rng(1), 16)
+    look = encode_ahead(bits, nodes, task.layout(s1), task.layout(s2))
+    assert np.array_equal(look.tokens, encode(bits, nodes, task.layout(s2)).tokens)
+    assert np.flatnonzero(look.loss_mask[0]).tolist() == [12 + 4, 12 + 5]
+    assert np.array_equal(look.targets[:, [16, 17]], nodes[:, [4, 5]])
+
+
+def test_blank_ahead_zero_keeps_every_training_stream():
+    """The default draws no coins: a run without look-ahead is the byte stream it was before."""
+    task = Parity(ParityConfig(n=12, k=4))
+    a = task.sample(np.random.default_rng(7), 32, (0, 1), ahead=None)
+    b = task.sample(np.random.default_rng(7), 32, (0, 1), ahead=(0, 1))
+    assert np.array_equal(a.tokens, b.tokens) and np.array_equal(a.loss_mask, b.loss_mask)

@@ -23,6 +23,7 @@ pass (ICoT, Log-ICoT, direct), the attention mass of each layer on its own tree 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,6 +38,7 @@ from tinyscope.runs.registry import register
 from tinyscope.studies.log_icot import scaling  # noqa: F401  (registers the n-scaling figure of `tinyscope report`)
 from tinyscope.studies.log_icot.model import ConstrainedParityConfig, ConstrainedParityTransformer
 from tinyscope.studies.log_icot.task import CURRICULA, Parity, ParityConfig, encode, node_levels, removal_schedule
+from tinyscope.tasks.base import Batch
 from tinyscope.train.curriculum import Curriculum, CurriculumConfig, CurriculumTask, Stage
 from tinyscope.train.trainer import TrainConfig, masked_next_token_loss
 
@@ -199,6 +201,12 @@ def own_level_attention(model: torch.nn.Module, task: Parity, n_examples: int = 
     return own | {"attn_own_level_mass_min": min(own.values())}
 
 
+def _draw_stage(parity: Parity, following: dict, rng: np.random.Generator, batch_size: int, removed) -> Batch:
+    """A training batch of the stage that removes ``removed`` (look-ahead samples of the next stage's
+    layout with ``task.blank_ahead``)."""
+    return parity.sample(rng, batch_size, removed, ahead=following.get(tuple(removed)))
+
+
 def build_curriculum(cfg: ParityRunConfig) -> Curriculum:
     schedule = removal_schedule(cfg.task.k, cfg.kind)
     stages = [Stage(f"{cfg.kind}-{i}:removed={len(r)}", list(r)) for i, r in enumerate(schedule)]
@@ -220,7 +228,9 @@ class ParityExperiment(Experiment):
         self.presets = make_presets(kind)
 
     def build_task(self, cfg: ParityRunConfig) -> CurriculumTask:
-        return CurriculumTask(Parity(cfg.task), build_curriculum(cfg))
+        parity, curriculum = Parity(cfg.task), build_curriculum(cfg)
+        following = {tuple(a.spec): b.spec for a, b in zip(curriculum.stages, curriculum.stages[1:])}
+        return CurriculumTask(parity, curriculum, functools.partial(_draw_stage, parity, following))
 
     def build_model(self, cfg: ParityRunConfig, task) -> torch.nn.Module:
         if cfg.arch == "constrained":
