@@ -176,8 +176,8 @@ def encode_ahead(bits: np.ndarray, nodes: np.ndarray, now: Layout, ahead: Layout
     Why (docs/results/log_icot.md): with ``freeze_absorbed``, a layer trained while node ``j``'s
     token was written computes its nodes from queries that read that token; when the next stage
     blanks it, the frozen layer's own nodes at the following slots go wrong (k = 16, stage 2:
-    nodes 9-11 at 0.90 / 0.69 / 0.65) and a node built on them is never learned. Look-ahead samples
-    train each layer on both layouts of its slots."""
+    nodes 9-11 at 0.90 / 0.69 / 0.65). Look-ahead samples train each layer on both layouts of its
+    slots."""
     check(now.removal == ahead.removal == "blank" and now.removed <= ahead.removed,
           "look-ahead needs blank layouts with now.removed a subset of ahead.removed")
     batch = encode(bits, nodes, ahead)
