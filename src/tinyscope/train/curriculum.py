@@ -8,6 +8,12 @@ metrics, and let the Trainer checkpoint :meth:`CurriculumTask.state_dict` with i
 (it saves a task's ``state_dict`` when the task has one), so a resumed run continues in the same
 stage with the same counters.
 
+With ``lookahead_steps`` = N, a non-final stage that is over (threshold or budget) trains N more
+steps before the next stage starts, drawn with :attr:`Curriculum.ahead` set to the next stage's
+spec: the task decides what such a step draws (Log-ICoT: the next stage's token layout, so that a
+layer is trained on the inputs it will see once it is frozen). Evaluations during them make no
+decision.
+
 Metrics added to each evaluation by :meth:`Curriculum.metrics`: ``stage`` (index of the stage that
 was evaluated), ``progress`` (stage + the advance metric: increases through the curriculum, a
 selection metric), ``done`` (1 once the last stage met its threshold: a stop metric), ``samples``
@@ -31,11 +37,14 @@ class CurriculumConfig:
     advance_consecutive: int = 1         # evaluations in a row that must meet the threshold
     stage_steps: int = 0                 # step budget of each non-final stage; 0 = none (threshold only)
     min_stage_steps: int = 0             # steps a stage trains before it may advance
+    lookahead_steps: int = 0             # steps a finished non-final stage trains on, drawn with the next
+                                         # stage's spec as ``Curriculum.ahead``, before the next stage starts
 
     def __post_init__(self):
         check(self.advance_consecutive >= 1, f"curriculum.advance_consecutive={self.advance_consecutive} must be >= 1")
         check(self.stage_steps >= 0, f"curriculum.stage_steps={self.stage_steps} must be >= 0 (0 = no budget)")
         check(self.min_stage_steps >= 0, f"curriculum.min_stage_steps={self.min_stage_steps} must be >= 0")
+        check(self.lookahead_steps >= 0, f"curriculum.lookahead_steps={self.lookahead_steps} must be >= 0")
         check_choice("curriculum.advance_mode", self.advance_mode, ("max", "min"))
 
 
@@ -53,7 +62,8 @@ class StageRecord:
     start_step: int
     end_step: int | None = None
     samples: int = 0
-    reason: str | None = None            # "threshold" | "budget" while the stage is over
+    reason: str | None = None            # "threshold" | "budget" once the stage is over
+    finish_step: int | None = None       # step at which it was over; end_step follows its look-ahead steps
 
 
 class Curriculum:
@@ -66,6 +76,7 @@ class Curriculum:
         self.step = 0                     # steps drawn so far (one ``count`` call per step)
         self.hits = 0
         self.done = False
+        self.lookahead_left = 0           # look-ahead steps still to train before the next stage
         self.records: list[StageRecord] = [StageRecord(0, 0)]
 
     @property
@@ -76,10 +87,20 @@ class Curriculum:
     def is_last(self) -> bool:
         return self.stage == len(self.stages) - 1
 
+    @property
+    def ahead(self) -> Any:
+        """The next stage's spec while the current stage trains its look-ahead steps, else None."""
+        return self.stages[self.stage + 1].spec if self.lookahead_left else None
+
     def count(self, n_samples: int) -> None:
-        """Record one training step that drew ``n_samples`` samples of the current stage."""
+        """Record one training step that drew ``n_samples`` samples of the current stage (its
+        look-ahead steps included); the last look-ahead step starts the next stage."""
         self.step += 1
         self.records[-1].samples += int(n_samples)
+        if self.lookahead_left:
+            self.lookahead_left -= 1
+            if not self.lookahead_left:
+                self._advance()
 
     def _met(self, metrics: dict) -> bool:
         if self.cfg.advance_metric not in metrics:
@@ -92,7 +113,7 @@ class Curriculum:
         """Take an evaluation of the current stage; advance if it is due. Returns :meth:`metrics`
         of the evaluated stage (read before any advance)."""
         out = self.metrics(metrics)
-        if self.done:
+        if self.done or self.lookahead_left:
             return out
         record = self.records[-1]
         in_stage = self.step - record.start_step
@@ -106,13 +127,19 @@ class Curriculum:
 
     def _finish(self, reason: str) -> None:
         record = self.records[-1]
-        record.end_step, record.reason = self.step, reason
+        record.finish_step, record.reason = self.step, reason
         self.hits = 0
         if self.is_last:
-            self.done = True
+            record.end_step, self.done = self.step, True
+        elif self.cfg.lookahead_steps:
+            self.lookahead_left = self.cfg.lookahead_steps
         else:
-            self.stage += 1
-            self.records.append(StageRecord(self.stage, self.step))
+            self._advance()
+
+    def _advance(self) -> None:
+        self.records[-1].end_step = self.step
+        self.stage += 1
+        self.records.append(StageRecord(self.stage, self.step))
 
     def metrics(self, metrics: dict) -> dict:
         value = float(metrics.get(self.cfg.advance_metric, 0.0))
@@ -127,17 +154,22 @@ class Curriculum:
 
     def summary(self) -> list[dict]:
         return [{"stage": r.stage, "name": self.stages[r.stage].name, "start_step": r.start_step,
-                 "end_step": r.end_step, "samples": r.samples, "reason": r.reason} for r in self.records]
+                 "finish_step": r.finish_step, "end_step": r.end_step, "samples": r.samples, "reason": r.reason}
+                for r in self.records]
 
     # ----------------------------------------------------------------- resume
     def state_dict(self) -> dict:
         return {"stage": self.stage, "step": self.step, "hits": self.hits, "done": self.done,
-                "records": [vars(r).copy() for r in self.records]}
+                "lookahead_left": self.lookahead_left, "records": [vars(r).copy() for r in self.records]}
 
     def load_state_dict(self, state: dict) -> None:
         check(0 <= state["stage"] < len(self.stages),
               f"the saved curriculum is at stage {state['stage']}, but this one has {len(self.stages)} stages")
         self.stage, self.step, self.hits, self.done = state["stage"], state["step"], state["hits"], state["done"]
+        self.lookahead_left = int(state.get("lookahead_left", 0))  # absent from checkpoints before look-ahead steps
+        check(0 <= self.lookahead_left <= self.cfg.lookahead_steps and not (self.lookahead_left and self.is_last),
+              f"the saved curriculum has {self.lookahead_left} look-ahead steps left; this one allows "
+              f"{self.cfg.lookahead_steps} and none in its last stage")
         self.records = [StageRecord(**r) for r in state["records"]]
 
 

@@ -132,3 +132,34 @@ def test_curriculum_advance_is_resumable_through_the_trainer(tmp_path):
     assert cur_res.summary() == cur_full.summary()
     for p_full, p_res in zip(full.model.parameters(), resumed.model.parameters()):
         assert torch.allclose(p_full, p_res)
+
+
+def test_lookahead_steps_train_the_finished_stage_on_the_next_spec_then_advance():
+    """lookahead_steps = 3: a stage that meets its threshold stays current for 3 more steps, with
+    ``ahead`` the next stage's spec and no decision at evaluations; the 3rd step starts the next
+    stage; its samples count in the finished stage; none follow the last stage; resumable midway."""
+    cur = three_stages(advance_threshold=0.9, lookahead_steps=3)
+    steps(cur, 5)
+    assert cur.ahead is None
+    cur.update({"acc": 0.95})
+    assert cur.stage == 0 and cur.ahead == 1
+    steps(cur, 1)
+    saved = json.loads(json.dumps(cur.state_dict()))
+    assert cur.update({"acc": 0.0})["stage"] == 0 and cur.ahead == 1  # no decision, no reset
+    steps(cur, 2)
+    assert cur.stage == 1 and cur.ahead is None
+    resumed = three_stages(advance_threshold=0.9, lookahead_steps=3)
+    resumed.load_state_dict(saved)
+    steps(resumed, 2)
+    assert resumed.summary() == cur.summary()
+    steps(cur, 2)
+    cur.update({"acc": 0.95})
+    steps(cur, 3)
+    cur.update({"acc": 0.95})
+    assert cur.done and cur.ahead is None
+    rows = cur.summary()
+    assert [(r["finish_step"], r["end_step"], r["samples"]) for r in rows] == [(5, 8, 80), (10, 13, 50), (13, 13, 0)]
+    with pytest.raises(ConfigError, match="look-ahead"):
+        three_stages(lookahead_steps=1).load_state_dict(saved)
+    with pytest.raises(ConfigError, match="lookahead_steps"):
+        CurriculumConfig(lookahead_steps=-1)

@@ -9,7 +9,7 @@ from tinyscope.runs.registry import get
 from tinyscope.runs.rundir import run_experiment
 from tinyscope.studies.log_icot.experiment import answer_accuracy, teacher_forced
 from tinyscope.studies.log_icot.model import ConstrainedParityConfig, ConstrainedParityTransformer, set_tree_attention
-from tinyscope.studies.log_icot.task import Parity, ParityConfig, encode, removal_schedule
+from tinyscope.studies.log_icot.task import Parity, ParityConfig, encode, encode_ahead, removal_schedule
 
 
 @pytest.mark.parametrize("kind,stages", [("direct", 1), ("cot", 1), ("icot", 7), ("logicot", 3)])
@@ -142,3 +142,21 @@ def test_blank_ahead_draws_the_next_stages_layout_in_every_stage_but_the_last():
         own = encode(batch.meta["bits"], batch.meta["nodes"], task.layout(schedule[stage]))
         differs = (batch.tokens != own.tokens).any(1)  # (B,) rows in the next stage's layout
         assert (0 < differs.sum() < 64) if stage < 2 else not differs.any()
+
+
+def test_lookahead_steps_draw_only_the_next_stages_layout_then_advance():
+    """curriculum.lookahead_steps = 2: after stage 0 meets its threshold, both of its look-ahead
+    batches are look-ahead rows (the next stage's tokens, task.encode_ahead's loss), then stage 1."""
+    exp = get("parity-logicot")
+    cfg = exp.config("smoke", overrides=["task.n=8", "task.k=8", "model.n_ctx=15", "model.n_heads=[2,2,2]",
+                                         "model.d_mlp=[16,16,16]", "curriculum.lookahead_steps=2"])
+    task = exp.build_task(cfg)
+    schedule = removal_schedule(8, "logicot")
+    task.sample(np.random.default_rng(0), 4)
+    task.curriculum.update({"acc": 1.0})
+    for i in range(2):
+        assert task.curriculum.stage == 0
+        b = task.sample(np.random.default_rng(i), 32)
+        look = encode_ahead(b.meta["bits"], b.meta["nodes"], task.layout(schedule[0]), task.layout(schedule[1]))
+        assert np.array_equal(b.tokens, look.tokens) and np.array_equal(b.loss_mask, look.loss_mask)
+    assert task.curriculum.stage == 1 and task.curriculum.summary()[0]["samples"] == 4 + 64

@@ -245,15 +245,17 @@ class Parity:
         return bits, parity_tree(bits, self.subset)
 
     def sample(self, rng: np.random.Generator, batch_size: int, removed: Sequence[int] = (),
-               ahead: Sequence[int] | None = None) -> Batch:
+               ahead: Sequence[int] | None = None, share: float | None = None) -> Batch:
         """A training batch of the stage that removes ``removed``; with ``ahead`` (the next stage's
-        removed nodes) and ``task.blank_ahead`` = p > 0, each sample is a look-ahead one
-        (:func:`encode_ahead`) with probability p (one coin per sample, drawn after the bits)."""
+        removed nodes) and a share p > 0 (``share``, default ``task.blank_ahead``), each sample is a
+        look-ahead one (:func:`encode_ahead`) with probability p (one coin per sample, drawn after
+        the bits)."""
+        share = self.cfg.blank_ahead if share is None else share
         bits, nodes = self.draw(rng, batch_size)
         batch = encode(bits, nodes, self.layout(removed))
-        if ahead is None or self.cfg.blank_ahead == 0.0:
+        if ahead is None or share == 0.0:
             return batch
-        flip = rng.random(batch_size) < self.cfg.blank_ahead  # (B,)
+        flip = rng.random(batch_size) < share  # (B,)
         look = encode_ahead(bits, nodes, self.layout(removed), self.layout(ahead))
         for a, b in ((batch.tokens, look.tokens), (batch.targets, look.targets), (batch.loss_mask, look.loss_mask)):
             a[flip] = b[flip]
