@@ -201,13 +201,13 @@ def own_level_attention(model: torch.nn.Module, task: Parity, n_examples: int = 
     return own | {"attn_own_level_mass_min": min(own.values())}
 
 
-def _draw_stage(parity: Parity, curriculum: Curriculum, following: dict, rng: np.random.Generator, batch_size: int,
-                removed) -> Batch:
+def _draw_stage(parity: Parity, curriculum: Curriculum, rng: np.random.Generator, batch_size: int, removed) -> Batch:
     """A training batch of the stage that removes ``removed``: only look-ahead samples during its
     look-ahead steps (``curriculum.lookahead_steps``), else a share ``task.blank_ahead`` of them."""
     if curriculum.ahead is not None:
         return parity.sample(rng, batch_size, removed, ahead=curriculum.ahead, share=1.0)
-    return parity.sample(rng, batch_size, removed, ahead=following.get(tuple(removed)))
+    following = None if curriculum.is_last else curriculum.stages[curriculum.stage + 1].spec
+    return parity.sample(rng, batch_size, removed, ahead=following)
 
 
 def build_curriculum(cfg: ParityRunConfig) -> Curriculum:
@@ -232,8 +232,7 @@ class ParityExperiment(Experiment):
 
     def build_task(self, cfg: ParityRunConfig) -> CurriculumTask:
         parity, curriculum = Parity(cfg.task), build_curriculum(cfg)
-        following = {tuple(a.spec): b.spec for a, b in zip(curriculum.stages, curriculum.stages[1:])}
-        return CurriculumTask(parity, curriculum, functools.partial(_draw_stage, parity, curriculum, following))
+        return CurriculumTask(parity, curriculum, functools.partial(_draw_stage, parity, curriculum))
 
     def build_model(self, cfg: ParityRunConfig, task) -> torch.nn.Module:
         if cfg.arch == "constrained":

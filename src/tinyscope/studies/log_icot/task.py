@@ -183,8 +183,9 @@ def encode_ahead(bits: np.ndarray, nodes: np.ndarray, now: Layout, ahead: Layout
     batch = encode(bits, nodes, ahead)
     new = ahead.removed - now.removed
     targets, mask = np.zeros_like(batch.targets), np.zeros_like(batch.loss_mask)
-    for j, children in zip(now.kept, (node_children(now.k)[j] for j in now.kept)):
-        if not new.intersection(children):
+    children = node_children(now.k)
+    for j in now.kept:
+        if not new.intersection(children[j]):
             targets[:, now.slot[j]] = nodes[:, j]
             mask[:, now.slot[j]] = True
     return Batch(batch.tokens, targets, mask, batch.meta)
