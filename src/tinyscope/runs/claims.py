@@ -308,6 +308,9 @@ class PaperValue:
 
 
 # ---------------------------------------------------------------- the claim
+ZOO_CHOICES = ("median", "all", "none")
+
+
 @dataclass(frozen=True)
 class Claim:
     """One quantitative claim of a paper and how tinyscope checks it (see the module docstring).
@@ -316,7 +319,11 @@ class Claim:
     unit: "%" for fractions shown as percentages, "" otherwise; experiment: the experiment that
     owns the claim (default: the first RunSet's); recheck_slack and recheck_n: how far a fresh
     evaluation of the claim's zoo run (one seed) may miss the target and still count as a
-    recheck, and the size of that fresh set in the test suite (None: the run's own count)."""
+    recheck, and the size of that fresh set in the test suite (None: the run's own count); zoo:
+    which of its first run set's seeds `reproduce --zoo` exports when the claim is met, "median"
+    (the median seed), "all" (every finished seed, one entry each, for a paper whose models are
+    compared across seeds) or "none" (the run directories only: a variant the zoo's size budget
+    does not hold)."""
 
     id: str
     where: str
@@ -335,12 +342,15 @@ class Claim:
     experiment: str = ""
     recheck_slack: float = 0.0
     recheck_n: int | None = None
+    zoo: str = "median"
 
     def __post_init__(self):
         if not _ID.fullmatch(self.id):
             raise ConfigError(f"claim id {self.id!r} must look like study/where/name (letters, digits, _ . = + -)")
         if self.aggregate not in AGGREGATES:
             raise ConfigError(f"claim {self.id}: aggregate {self.aggregate!r} must be one of {', '.join(AGGREGATES)}")
+        if self.zoo not in ZOO_CHOICES:
+            raise ConfigError(f"claim {self.id}: zoo {self.zoo!r} must be one of {', '.join(ZOO_CHOICES)}")
         if self.compute is None and not self.runs:
             raise ConfigError(f"claim {self.id}: give runs (and a measure) or compute")
         if self.runs and self.measure is None:

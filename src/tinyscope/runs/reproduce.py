@@ -447,7 +447,7 @@ def export_entry(run_path: Path, name: str, claims: list[str], command: str, roo
             "recheck": f"tinyscope eval zoo:{name} --seed 12345", "exported": time.strftime("%Y-%m-%d"),
             "tinyscope_version": cfg_record.get("tinyscope_version")}
     ckpt.atomic_write_json(tmp / "zoo.json", info)
-    (tmp / "README.md").write_text(f"`{command}` (the median seed, {run.cfg.seed}; weights {dtype}) backs "
+    (tmp / "README.md").write_text(f"`{command}` (seed {run.cfg.seed}; weights {dtype}) backs "
                                    f"{', '.join(f'`{c}`' for c in sorted(claims))}; recheck with "
                                    f"`tinyscope eval zoo:{name} --seed 12345`.\n")
     final = root / name
@@ -461,23 +461,28 @@ def export_entry(run_path: Path, name: str, claims: list[str], command: str, roo
 
 
 def export_zoo(p: Plan, results: list[ClaimResult]) -> dict[str, str]:
-    """A zoo entry for the first run set of every met claim that a fresh evaluation of one run
-    can recheck (a measure of the final evaluation): its median seed, named
-    ``<experiment>-<preset>[-<setting>]``; one entry serves every such claim on the same runs.
-    Returns claim id -> entry name."""
-    chosen: dict[str, tuple[RunSet, int, list[str]]] = {}
+    """Zoo entries for the first run set of every met claim that a fresh evaluation of one run
+    can recheck (a measure of the final evaluation) and whose ``zoo`` is not "none": its median
+    seed, named ``<experiment>-<preset>[-<setting>]``, or, when a claim on the run set asks for
+    "all", every finished seed, each named with ``-s<seed>`` appended. The entries of a run set
+    serve every such claim on it. Returns claim id -> the median seed's entry name."""
+    chosen: dict[str, tuple[RunSet, int, set[int], list[str]]] = {}
     for r in results:
-        if r.zoo_seed is None or not r.claim.runs or not r.claim.measure.final_only:
+        if r.zoo_seed is None or not r.claim.runs or not r.claim.measure.final_only or r.claim.zoo == "none":
             continue
         rs = r.claim.runs[0]
         if rs.key not in chosen:
-            chosen[rs.key] = (rs, r.zoo_seed, [])
-        chosen[rs.key][2].append(r.claim.id)
+            chosen[rs.key] = (rs, r.zoo_seed, set(), [])
+        seeds = set(r.run_dirs) if r.claim.zoo == "all" else {r.zoo_seed}
+        chosen[rs.key][2].update(seeds)
+        chosen[rs.key][3].append(r.claim.id)
     names = {}
-    for rs, seed, ids in chosen.values():
-        name = f"{rs.experiment}-{rs.preset}" + (f"-{setting_name(_pairs(rs.overrides))}" if rs.overrides else "")
-        export_entry(p.run_dir(rs, seed), name, ids, rs.command(seed))
-        names.update({i: name for i in ids})
+    for rs, median, seeds, ids in chosen.values():
+        base = f"{rs.experiment}-{rs.preset}" + (f"-{setting_name(_pairs(rs.overrides))}" if rs.overrides else "")
+        name_of = {s: f"{base}-s{s}" if len(seeds) > 1 else base for s in seeds}
+        for seed in sorted(seeds):
+            export_entry(p.run_dir(rs, seed), name_of[seed], ids, rs.command(seed))
+        names.update({i: name_of[median] for i in ids})
     return names
 
 

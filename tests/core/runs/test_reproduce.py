@@ -3,6 +3,7 @@ machinery), measure, write claims.json / claims.md, record a ledger, export a zo
 re-evaluate it with `tinyscope eval zoo:NAME --seed S`; a rerun trains nothing."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -113,6 +114,34 @@ def test_zoo_export_and_fresh_recheck(done, tmp_path, monkeypatch, capsys):
     assert fresh["eval_fingerprint"] != own["eval_fingerprint"]
     assert main(["eval", "zoo:ple-smoke"]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"]["rule_error"] == own["metrics"]["rule_error"]
+
+
+@pytest.mark.parametrize("mode", ["median", "all", "none"])
+def test_export_zoo_writes_the_median_seed_every_seed_or_none(done, tmp_path, monkeypatch, mode):
+    """A met claim's ``zoo``: "median" writes one entry named for the run set, "all" one per
+    finished seed (``-s<seed>``, the ledger naming the median's), "none" writes nothing."""
+    plan, _, results = done
+    monkeypatch.setenv("TINYSCOPE_ZOO", str(tmp_path / "zoo"))
+    (tmp_path / "zoo").mkdir()
+    rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
+    met = dataclasses.replace(rule, claim=dataclasses.replace(rule.claim, zoo=mode),
+                              measurement=dataclasses.replace(rule.measurement, verdict="met"))
+    named = reproduce.export_zoo(plan, [met])
+    base, median = "plus-last-even-smoke", met.zoo_seed
+    expected = {"median": [base], "all": [f"{base}-s0", f"{base}-s1"], "none": []}[mode]
+    entries = zoo.entries()
+    assert [e.name for e in entries] == expected
+    assert sorted(e.info["seed"] for e in entries) == ([median] if mode == "median" else [0, 1] if mode == "all" else [])
+    assert all(e.info["claims"] == ["minimal/fig3/rule_error"] for e in entries)
+    assert named == ({} if mode == "none" else {"minimal/fig3/rule_error": base if mode == "median" else f"{base}-s{median}"})
+
+
+def test_a_claim_names_a_known_zoo_choice():
+    from tinyscope.errors import ConfigError
+
+    claim = claims_mod.select(["minimal/fig3/rule_error"])[0]
+    with pytest.raises(ConfigError, match="zoo 'every' must be one of median, all, none"):
+        dataclasses.replace(claim, zoo="every")
 
 
 def test_bad_inputs_are_one_line_errors(capsys, tmp_path):
