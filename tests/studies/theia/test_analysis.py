@@ -1,15 +1,18 @@
 """THEIA analysis: per-rule accuracy with an exact model, matched patching pairs, patching by
 hook, chain accuracy of an exact chain, probes, and the two experiments' smoke presets."""
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
 from tests.studies.theia.test_model import OracleStep, exact_transition
+from tinyscope.errors import CheckpointError
 from tinyscope.runs.rundir import run_experiment
 from tinyscope.studies.theia.analysis import (
     chain_accuracy,
     chain_figure,
     chain_table,
+    elapsed_across_resumes,
     has_unknown_sample_ceiling,
     linear_probe,
     matched_pairs,
@@ -122,6 +125,23 @@ def test_time_to_first_pass():
     recs = [{"split": "eval", "rules12_passed": 11, "elapsed_s": 5.0}, {"split": "train"},
             {"split": "eval", "rules12_passed": 12, "elapsed_s": 9.0}]
     assert time_to_first_pass(recs) == 9.0 and time_to_first_pass(recs[:1]) is None
+
+
+def test_time_to_first_pass_counts_the_time_before_a_resume():
+    """elapsed_s restarts in a resumed process; the trainer's restored clock (the train record
+    logged just before the first check after the resume) carries the earlier time over."""
+    recs = [{"split": "eval", "step": 0, "rules12_passed": 3, "elapsed_s": 0.5},
+            {"split": "train", "step": 100, "time": 60.0},
+            {"split": "eval", "step": 100, "rules12_passed": 8, "elapsed_s": 61.0},
+            # killed after the checkpoint at step 100; the resumed process trains 100 -> 200
+            {"split": "train", "step": 200, "time": 118.0},
+            {"split": "eval", "step": 200, "rules12_passed": 11, "elapsed_s": 2.0},
+            {"split": "train", "step": 300, "time": 177.0},
+            {"split": "eval", "step": 300, "rules12_passed": 12, "elapsed_s": 61.0}]
+    assert time_to_first_pass(recs) == 118.0 + 61.0
+    assert [t for _, t in elapsed_across_resumes(recs)] == [0.5, 61.0, 120.0, 179.0]
+    with pytest.raises(CheckpointError, match="restarts at step 200"):
+        elapsed_across_resumes([r for r in recs if not (r["split"] == "train" and r["step"] == 200)])
 
 
 def test_smoke_presets_run(tmp_path):

@@ -7,12 +7,14 @@ Models are read through hook names only: ``arith.hook_out`` (c_vec), ``order.hoo
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 
+from tinyscope.errors import CheckpointError
 from tinyscope.studies.theia.model import predict
 from tinyscope.studies.theia.task import (
     CHAIN,
@@ -333,16 +335,37 @@ def chain_table(curves: dict[str, dict[int, float]]) -> str:
 
 
 # ------------------------------------------------------------------ training time
+def elapsed_across_resumes(metrics: list[dict]) -> list[tuple[dict, float]]:
+    """Each evaluation record of a run's metrics.jsonl with its training time so far, the checks
+    included. ``elapsed_s`` counts from the first check of its process, so it restarts after a
+    resume; there the training time the trainer restored (its ``time`` on the train record of the
+    same step, logged just before the check) is added to the rest of that process's records."""
+    out, offset, last, train_time = [], 0.0, -math.inf, {}
+    for rec in metrics:
+        if rec.get("split") == "train" and "time" in rec:
+            train_time[rec.get("step")] = rec["time"]
+        elif rec.get("split") == "eval" and rec.get("elapsed_s") is not None:
+            if rec["elapsed_s"] < last:  # a new process: its clock started at this check
+                if rec.get("step") not in train_time:
+                    raise CheckpointError(f"metrics.jsonl: elapsed_s restarts at step {rec.get('step')} (a resume) "
+                                          "and no train record of that step gives the time trained before it")
+                offset = train_time[rec["step"]]
+            last = rec["elapsed_s"]
+            out.append((rec, offset + rec["elapsed_s"]))
+    return out
+
+
 def time_to_first_pass(metrics: list[dict], key: str = "rules12_passed", target: float = 12) -> float | None:
     """Seconds from the start of training to the first evaluation with ``key >= target`` (the
-    paper's "time to the first 12/12"), read from a run's metrics.jsonl records."""
-    for rec in metrics:
-        if rec.get("split") == "eval" and rec.get(key, -1) >= target:
-            return rec.get("elapsed_s")
+    paper's "time to the first 12/12"), read from a run's metrics.jsonl records, resumes
+    included (:func:`elapsed_across_resumes`)."""
+    for rec, elapsed in elapsed_across_resumes(metrics):
+        if rec.get(key, -1) >= target:
+            return elapsed
     return None
 
 
 __all__ = ["rule_accuracies", "rules_passed", "rule_table", "probe_boundaries", "probe_metrics", "probe_table",
            "linear_probe", "mlp_probe", "has_unknown_sample_ceiling", "patch_order_verdict",
            "matched_pairs", "chain_accuracy", "chain_accuracy_from_step", "chain_figure", "chain_table",
-           "time_to_first_pass"]
+           "time_to_first_pass", "elapsed_across_resumes"]
