@@ -431,9 +431,9 @@ def export_entry(run_path: Path, name: str, claims: list[str], command: str, roo
     run = load_run(run_path, "best")
     state = ckpt.unwrap(run.model).state_dict()
     n_bytes = sum(t.numel() * t.element_size() for t in state.values())
-    dtype = "bfloat16" if n_bytes > zoo.BF16_ABOVE_BYTES else "float32"
-    if dtype == "bfloat16":
-        state = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}
+    dtype = zoo.half_dtype(state) if n_bytes > zoo.HALF_ABOVE_BYTES else "float32"
+    if dtype != "float32":
+        state = {k: v.to(getattr(torch, dtype)) if v.is_floating_point() else v for k, v in state.items()}
     tmp = root / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "checkpoints").mkdir(parents=True)
@@ -465,24 +465,24 @@ def export_zoo(p: Plan, results: list[ClaimResult]) -> dict[str, str]:
     can recheck (a measure of the final evaluation) and whose ``zoo`` is not "none": its median
     seed, named ``<experiment>-<preset>[-<setting>]``, or, when a claim on the run set asks for
     "all", every finished seed, each named with ``-s<seed>`` appended. The entries of a run set
-    serve every such claim on it. Returns claim id -> the median seed's entry name."""
-    chosen: dict[str, tuple[RunSet, int, set[int], list[str]]] = {}
+    serve every such claim on it. Returns claim id -> the entry of its median seed (of the run
+    set's first such claim where that seed has none)."""
+    chosen: dict[str, tuple[RunSet, int, set[int], dict[str, int]]] = {}
     for r in results:
         if r.zoo_seed is None or not r.claim.runs or not r.claim.measure.final_only or r.claim.zoo == "none":
             continue
         rs = r.claim.runs[0]
         if rs.key not in chosen:
-            chosen[rs.key] = (rs, r.zoo_seed, set(), [])
-        seeds = set(r.run_dirs) if r.claim.zoo == "all" else {r.zoo_seed}
-        chosen[rs.key][2].update(seeds)
-        chosen[rs.key][3].append(r.claim.id)
+            chosen[rs.key] = (rs, r.zoo_seed, set(), {})
+        chosen[rs.key][2].update(set(r.run_dirs) if r.claim.zoo == "all" else {r.zoo_seed})
+        chosen[rs.key][3][r.claim.id] = r.zoo_seed
     names = {}
     for rs, median, seeds, ids in chosen.values():
         base = f"{rs.experiment}-{rs.preset}" + (f"-{setting_name(_pairs(rs.overrides))}" if rs.overrides else "")
         name_of = {s: f"{base}-s{s}" if len(seeds) > 1 else base for s in seeds}
         for seed in sorted(seeds):
-            export_entry(p.run_dir(rs, seed), name_of[seed], ids, rs.command(seed))
-        names.update({i: name_of[median] for i in ids})
+            export_entry(p.run_dir(rs, seed), name_of[seed], list(ids), rs.command(seed))
+        names.update({i: name_of.get(own, name_of[median]) for i, own in ids.items()})
     return names
 
 

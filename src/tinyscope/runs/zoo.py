@@ -4,7 +4,7 @@ An entry ``zoo/<name>/`` holds::
 
     config.json                    the run's config (experiment, preset, seed, every field)
     results.json                   the run's own final evaluation
-    checkpoints/best.safetensors   the selected weights only (fp32; bf16 for a model over 4 MB)
+    checkpoints/best.safetensors   the selected weights only (fp32; over 4 MB, fp16, or bf16 past fp16's range)
     zoo.json                       name, experiment, preset, seed, --set values, dtype, the claims
                                    it backs and the commands that made and re-check it
     README.md                      one line: the command and the claims
@@ -26,7 +26,18 @@ from tinyscope.errors import CheckpointError, ConfigError
 
 ZOO_PREFIX = "zoo:"
 ZOO_LIMIT_BYTES = 64 * 2**20
-BF16_ABOVE_BYTES = 4 * 2**20  # fp32 weights larger than this are stored in bf16
+HALF_ABOVE_BYTES = 4 * 2**20  # fp32 weights larger than this are stored in 16 bits (half_dtype)
+FP16_SAFE_MAX = 6.0e4         # fp16's largest finite value is 65,504
+
+
+def half_dtype(state: dict) -> str:
+    """The 16-bit dtype a large entry's floating-point weights are stored in: float16 (10 mantissa
+    bits) when every weight is within its range, else bfloat16 (7 bits, fp32's range). On THEIA
+    seed 777, bf16 rounding moved a rule at the 99% pass mark from 99.30% to 99.07% on 10,000
+    records (fp16: 99.36%)."""
+    peak = max((float(v.abs().max()) for v in state.values() if v.is_floating_point() and v.numel()),
+               default=0.0)
+    return "float16" if peak < FP16_SAFE_MAX else "bfloat16"
 
 
 def zoo_dir() -> Path:

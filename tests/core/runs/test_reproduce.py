@@ -136,6 +136,15 @@ def test_export_zoo_writes_the_median_seed_every_seed_or_none(done, tmp_path, mo
     assert named == ({} if mode == "none" else {"minimal/fig3/rule_error": base if mode == "median" else f"{base}-s{median}"})
 
 
+def test_a_large_entry_is_stored_in_fp16_unless_a_weight_is_past_its_range():
+    import torch
+
+    small = {"w": torch.tensor([1.0, -37.3]), "steps": torch.tensor([70000])}
+    assert zoo.half_dtype(small) == "float16"      # integer buffers do not count
+    assert zoo.half_dtype({"w": torch.tensor([1.0, -7e4])}) == "bfloat16"
+    assert zoo.half_dtype({}) == "float16"
+
+
 def test_a_claim_names_a_known_zoo_choice():
     from tinyscope.errors import ConfigError
 
