@@ -396,8 +396,8 @@ def record(p: Plan, results: list[ClaimResult], command: str, zoo_names: dict[st
         base = own.get(r.claim.id)
         if base is None or r.measurement.n == 0 or r.claim.preset != base.preset:
             continue
-        if r.claim.runs and p.n_seeds is not None and p.n_seeds < len(base.runs[0].seeds):
-            continue  # fewer seeds than the claim asks for: a check, not a measurement
+        if r.claim.runs and len(r.run_dirs) < len(base.runs[0].seeds):
+            continue  # fewer finished seeds than the claim asks for (--n-seeds, runs to come): a check
         by_study.setdefault(r.claim.study, []).append(r)
     written = []
     for study, items in by_study.items():

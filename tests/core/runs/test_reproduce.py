@@ -98,6 +98,19 @@ def test_record_writes_a_ledger_only_at_the_claims_own_preset(done, tmp_path):
     assert written == [ledger.ledger_path("minimal", tmp_path)]
 
 
+def test_record_leaves_a_claim_out_until_all_its_seeds_are_finished(done, tmp_path, monkeypatch):
+    """A claim of two seeds measured while one run is still missing is shown (n = 1) but not
+    written to the ledger; with both finished it is."""
+    plan, _, results = done
+    rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
+    monkeypatch.setattr(reproduce, "all_claims", lambda *a: [dataclasses.replace(
+        rule.claim, runs=(dataclasses.replace(rule.claim.runs[0], seeds=(0, 1)),))])
+    one_seed = dataclasses.replace(rule, run_dirs={0: rule.run_dirs[0]})
+    assert reproduce.record(plan, [one_seed], "cmd", root=tmp_path) == []
+    reproduce.record(plan, [rule], "cmd", root=tmp_path)
+    assert ledger.read_ledger("minimal", tmp_path)["claims"]["minimal/fig3/rule_error"]["n"] == 2
+
+
 def test_zoo_export_and_fresh_recheck(done, tmp_path, monkeypatch, capsys):
     plan, _, results = done
     monkeypatch.setenv("TINYSCOPE_ZOO", str(tmp_path / "zoo"))
