@@ -160,3 +160,41 @@ def test_lookahead_steps_draw_only_the_next_stages_layout_then_advance():
         look = encode_ahead(b.meta["bits"], b.meta["nodes"], task.layout(schedule[0]), task.layout(schedule[1]))
         assert np.array_equal(b.tokens, look.tokens) and np.array_equal(b.loss_mask, look.loss_mask)
     assert task.curriculum.stage == 1 and task.curriculum.summary()[0]["samples"] == 4 + 64
+
+
+def test_finetune_stage_trains_every_layer_after_the_curriculum_at_a_decaying_rate(tmp_path):
+    """finetune_steps: stage ``finetune`` starts from the main phase's selected model, trains the
+    layers the last curriculum stage froze, at finetune_lr_scale of the rate with a cosine to 0,
+    without moving the curriculum; the final evaluation measures its selected model."""
+    from safetensors.torch import load_file
+
+    exp = get("parity-logicot")
+    sets = ["task.n=8", "task.k=8", "model.n_ctx=15", "model.n_heads=[2,2,2]", "model.d_mlp=[16,16,16]",
+            "train.steps=60", "curriculum.stage_steps=20", "train.eval_every=10", "train.checkpoint_every=10",
+            "train.log_every=5"]
+    cfg = exp.config("smoke", overrides=sets + ["finetune_steps=20", "finetune_lr_scale=0.5"])
+    task = exp.build_task(cfg)
+    (stage,) = exp.stages(cfg, task)
+    assert (stage.name, stage.train.steps, stage.train.schedule) == ("finetune", 20, "cosine")
+    assert stage.train.lr == cfg.train.lr * 0.5 and stage.train.muon_lr == cfg.train.muon_lr * 0.5
+    assert exp.stages(exp.config("smoke", overrides=sets), task) == []
+
+    task.curriculum.stage = len(task.curriculum.stages) - 1
+    model = exp.build_model(cfg, task)
+    model.zero_grad(set_to_none=True)
+    stage.objective(model, task.sample(np.random.default_rng(0), 8).to_torch()).backward()
+    assert all(any(p.grad is not None for p in b.parameters()) for b in model.blocks)  # nothing frozen
+    assert set(stage.evaluate(model)) == {"acc", "token_acc", "val_loss", "single_pass_acc"}
+
+    out = tmp_path / "ft"
+    res = run_experiment("parity-logicot", "smoke", overrides=sets + ["finetune_steps=20"], out=out,
+                         progress=False, report="none")
+    main = load_file(out / "checkpoints" / "best.safetensors")
+    tuned = load_file(out / "stages" / "finetune" / "checkpoints" / "best.safetensors")
+    assert not torch.equal(main["blocks.0.attn.W_Q.weight"], tuned["blocks.0.attn.W_Q.weight"])  # layer 0 moved
+    lrs = [json.loads(ln)["lr"] for ln in (out / "stages" / "finetune" / "metrics.jsonl").read_text().splitlines()
+           if '"train"' in ln]
+    assert lrs == sorted(lrs, reverse=True) and lrs[-1] < 0.05 * lrs[0]
+    assert "test_single_pass_acc" in res["metrics"]
+    with pytest.raises(ConfigError, match="finetune_steps"):
+        exp.config("smoke", overrides=["finetune_steps=-1"])

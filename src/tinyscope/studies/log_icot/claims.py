@@ -57,7 +57,8 @@ DIGEST = "the paper body is not public: the setting and the 100% are the digest'
 # 512 validation inputs evaluated every 50 steps (one CoT-stage evaluation generates 14 thinking tokens)
 K16_CPU = ("task.n=30", "task.k=16", "model.n_ctx=45", "model.d_model=64", "model.n_heads=[4, 4, 4, 4]",
            "model.d_mlp=[256, 256, 256, 256]", "train.optimizer=muon", "train.lr=0.003", "train.steps=12000",
-           "curriculum.stage_steps=3000", "task.n_val=512", "train.eval_every=50", "train.checkpoint_every=50")
+           "curriculum.stage_steps=3000", "task.n_val=512", "train.eval_every=50", "train.checkpoint_every=50",
+           "curriculum.lookahead_steps=200", "finetune_steps=1000")
 CONSTRAINED = ("task.n=30", "task.k=16", "arch=constrained", "train.lr=0.03", "train.warmup_steps=0",
                "train.eval_every=10", "train.checkpoint_every=10")
 
@@ -218,8 +219,9 @@ CLAIMS = declare(
           row="Log-ICoT, constrained model", column=STAGES, note="the worst seed counts"),
     *_setting_claims("experiments/n30-k16-cpu", CPU_HEADLINE, "cpu", 16, gpu=False, overrides=K16_CPU,
                      note="the paper's n = 30, k = 16 on the cpu preset with the k = 16 recipe (Muon + AdamW "
-                          "lr 3e-3, d_model 64, 4 heads, MLP 256, batch 64; 12,000 steps cap, 3,000 per stage), "
-                          "see docs/results/log_icot.md"),
+                          "lr 3e-3, d_model 64, 4 heads, MLP 256, batch 64; 12,000 steps cap, 3,000 per stage, "
+                          "200 look-ahead steps after each non-final stage, then 1,000 fine-tune steps of every "
+                          "layer at 0.1 of the rate with a cosine to 0), see docs/results/log_icot.md"),
     *_setting_claims("experiments/n20-k8", CPU_SETTING, "cpu", 8, gpu=False,
                      note="the paper's experiment is n = 30, k = 16; this is the cpu preset's smaller setting "
                           "(n = 20, k = 8, 3 layers, 3 stages)"),

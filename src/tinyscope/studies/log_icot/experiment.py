@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from tinyscope.errors import check, check_choice
 from tinyscope.models.transformer import Transformer, TransformerConfig
 from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
+from tinyscope.runs.experiment import Stage as RunStage
 from tinyscope.runs.registry import register
 from tinyscope.studies.log_icot import scaling  # noqa: F401  (registers the n-scaling figure of `tinyscope report`)
 from tinyscope.studies.log_icot.model import ConstrainedParityConfig, ConstrainedParityTransformer
@@ -67,6 +68,8 @@ class ParityRunConfig:
     arch: Literal["transformer", "constrained"] = "transformer"
     grow_depth: bool = True                                 # stage s runs only the layers it needs (see docs)
     freeze_absorbed: bool = True                            # with grow_depth: train only the deepest active layer
+    finetune_steps: int = 0                                 # then: steps that train every layer (see docs)
+    finetune_lr_scale: float = 0.1                          # the fine-tune's peak rates over train.lr, train.muon_lr
     task: ParityConfig = field(default_factory=ParityConfig)
     model: TransformerConfig = field(default_factory=lambda: parity_model(20, 8))
     constrained: ConstrainedParityConfig = field(default_factory=ConstrainedParityConfig)
@@ -76,6 +79,8 @@ class ParityRunConfig:
 
     def __post_init__(self):
         check_choice("kind", self.kind, CURRICULA)
+        check(self.finetune_steps >= 0, f"finetune_steps={self.finetune_steps} must be >= 0 (0 = no fine-tune)")
+        check(self.finetune_lr_scale > 0, f"finetune_lr_scale={self.finetune_lr_scale} must be > 0")
         check_choice("arch", self.arch, ("transformer", "constrained"))
         need = self.task.n + self.task.k - 1
         if self.arch == "transformer":
@@ -272,22 +277,47 @@ class ParityExperiment(Experiment):
 
         return loss
 
-    def evaluator(self, cfg: ParityRunConfig, task: CurriculumTask):
+    def measurer(self, cfg: ParityRunConfig, task: CurriculumTask):
+        """``measure(model) -> metrics`` on the validation set, in the current stage's layout."""
         parity, curriculum = task.task, task.curriculum
         bits, nodes = parity.fixed("val")
         final = removal_schedule(cfg.task.k, "direct")[0]
         chunk = cfg.eval.batch_size
 
-        def evaluate(model: torch.nn.Module) -> dict:
+        def measure(model: torch.nn.Module) -> dict:
             removed = curriculum.current.spec
             net = self.stage_model(cfg, model, removed)
             token_acc, val_loss = teacher_forced(net, encode(bits, nodes, parity.layout(removed)), chunk)
-            metrics = {"acc": answer_accuracy(net, parity, bits, nodes, removed, chunk),
-                       "token_acc": token_acc, "val_loss": val_loss,
-                       "single_pass_acc": answer_accuracy(net, parity, bits, nodes, final, chunk)}
+            return {"acc": answer_accuracy(net, parity, bits, nodes, removed, chunk),
+                    "token_acc": token_acc, "val_loss": val_loss,
+                    "single_pass_acc": answer_accuracy(net, parity, bits, nodes, final, chunk)}
+
+        return measure
+
+    def evaluator(self, cfg: ParityRunConfig, task: CurriculumTask):
+        measure, curriculum = self.measurer(cfg, task), task.curriculum
+
+        def evaluate(model: torch.nn.Module) -> dict:
+            metrics = measure(model)
             return metrics | curriculum.update(metrics)
 
         return evaluate
+
+    def stages(self, cfg: ParityRunConfig, task: CurriculumTask) -> list[RunStage]:
+        """With ``finetune_steps``: stage ``finetune`` after the curriculum. It trains every layer
+        (no layer frozen) on the stage the curriculum ended in, the single pass when it finished,
+        at ``finetune_lr_scale`` times the rates with a cosine to 0, and selects the checkpoint of
+        best validation ``acc`` (ties: lowest ``val_loss``). The curriculum does not move in it."""
+        if not cfg.finetune_steps:
+            return []
+        t, scale = cfg.train, cfg.finetune_lr_scale
+        train = dataclasses.replace(t, steps=cfg.finetune_steps, lr=t.lr * scale, muon_lr=t.muon_lr * scale,
+                                    schedule="cosine", warmup_steps=0, min_lr_ratio=0.0, select_metric="acc",
+                                    select_mode="max", tie_break_metric="val_loss", tie_break_mode="min",
+                                    stop_metric=None)
+        every_layer = dataclasses.replace(cfg, freeze_absorbed=False)
+        return [RunStage("finetune", train, objective=self.objective(every_layer, task),
+                         evaluate=self.measurer(cfg, task))]
 
     def final_evaluation(self, cfg: ParityRunConfig, task: CurriculumTask, model: torch.nn.Module) -> dict:
         parity, curriculum = task.task, task.curriculum
