@@ -119,7 +119,8 @@ def _spread(values: list[float]) -> float:
 def _training_summary(cfg) -> str:
     """The model and training length of a run config."""
     m, t = cfg.model, cfg.train
-    return (f"d_model {m.d_model}, d_ffn {max(m.d_mlp)}, heads {m.n_heads}, AdamW lr {t.lr:g}, beta2 {t.betas[1]:g}, "
+    opt = f"Muon {t.muon_lr:g} + AdamW lr {t.lr:g}" if t.optimizer == "muon" else f"AdamW lr {t.lr:g}"
+    return (f"d_model {m.d_model}, d_ffn {max(m.d_mlp)}, heads {m.n_heads}, {opt}, beta2 {t.betas[1]:g}, "
             f"{t.steps:,} steps of batch {t.batch_size} ({t.steps * t.batch_size:,} training trajectories)")
 
 

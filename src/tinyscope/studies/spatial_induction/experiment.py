@@ -132,23 +132,26 @@ def cpu_preset(setting: str, arch: str, regime: str):
     and a warmup-stable-decay schedule (200 warmup steps, the full rate until the last quarter,
     then a cosine to 5%); 4,096 test trajectories (the k-gram columns stable to ~0.003), every one
     rolled out for deterministic rules and 1,024 for stochastic ones (the KV-cached rollout of a
-    2-D stochastic stream costs minutes per thousand trajectories here). Deterministic rules: 16,000 steps, starting with a short horizon
+    2-D stochastic stream costs minutes per thousand trajectories here). Deterministic rules: 8,000
+    steps, Muon (0.02) on the block matrices with AdamW on the rest, starting with a short horizon
     curriculum (T = 3, then 5, for 1000 batches each). Stochastic rules: 18,000 steps; the first
     12,000 draw near-deterministic Dirichlet(0.02) rules at T = 3, 5, then 10 (the gather-and-match
     circuit forms there, on cheap short streams), the rest Dirichlet(1) rules at the full T. What
     was tried and measured is in docs/cellular.md."""
     d = 64
     if regime == "det":
-        steps, lr, curriculum = 16000, 1e-2, dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000])
+        steps, lr, curriculum = 8000, 1e-2, dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000])
+        optimizer = dict(optimizer="muon", muon_lr=0.02)
     else:
         steps, lr, curriculum = 18000, 1e-2, dict(curriculum_T=[3, 5, 10], curriculum_steps=[1000, 1000, 10000],
                                                   curriculum_alpha=[0.02, 0.02, 0.02])
+        optimizer = {}
     task = task_config(setting, regime, n_val=256, n_test=4096, **curriculum)
     return lambda: SihRunConfig(
         task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
         train=TrainConfig(steps=steps, batch_size=32, lr=lr, betas=[0.9, 0.99], weight_decay=0.1, schedule="wsd",
                           warmup_steps=200, decay_fraction=0.25, min_lr_ratio=0.05, grad_clip=1.0, eval_every=500,
-                          checkpoint_every=1000, log_every=100, threads="auto", **_select(regime)),
+                          checkpoint_every=1000, log_every=100, threads="auto", **optimizer, **_select(regime)),
         eval=SihEvalConfig(n_ar=4096 if regime == "det" else 1024))
 
 
