@@ -19,6 +19,8 @@ The final evaluation (test set, results.json) gives ``test_acc`` (the last stage
 ``curriculum_done``, ``samples`` and ``samples_stage_<s>``, and, when the last stage is the single
 pass (ICoT, Log-ICoT, direct), the attention mass of each layer on its own tree level
 (:func:`own_level_attention`). ``task.eval_seed`` draws a fresh test set (`tinyscope eval --seed`).
+With ``finetune_steps`` a stage ``finetune`` trains every layer after the curriculum
+(:meth:`ParityExperiment.stages`); the final evaluation then measures its selected model.
 """
 from __future__ import annotations
 
