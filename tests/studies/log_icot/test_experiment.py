@@ -196,5 +196,6 @@ def test_finetune_stage_trains_every_layer_after_the_curriculum_at_a_decaying_ra
            if '"train"' in ln]
     assert lrs == sorted(lrs, reverse=True) and lrs[-1] < 0.05 * lrs[0]
     assert "test_single_pass_acc" in res["metrics"]
+    assert res["metrics"]["samples"] == 60 * 64  # the curriculum's samples only, not the fine-tune's
     with pytest.raises(ConfigError, match="finetune_steps"):
         exp.config("smoke", overrides=["finetune_steps=-1"])

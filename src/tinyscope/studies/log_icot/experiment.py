@@ -217,6 +217,18 @@ def _draw_stage(parity: Parity, curriculum: Curriculum, rng: np.random.Generator
     return parity.sample(rng, batch_size, removed, ahead=following)
 
 
+@dataclass
+class StageSampler:
+    """Training batches of the curriculum's current stage that do not count in its samples: the
+    fine-tune's data, so that ``samples`` and ``samples_stage_<s>`` stay the curriculum's own."""
+
+    parity: Parity
+    curriculum: Curriculum
+
+    def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
+        return self.parity.sample(rng, batch_size, self.curriculum.current.spec)
+
+
 def build_curriculum(cfg: ParityRunConfig) -> Curriculum:
     schedule = removal_schedule(cfg.task.k, cfg.kind)
     stages = [Stage(f"{cfg.kind}-{i}:removed={len(r)}", list(r)) for i, r in enumerate(schedule)]
@@ -309,7 +321,8 @@ class ParityExperiment(Experiment):
         """With ``finetune_steps``: stage ``finetune`` after the curriculum. It trains every layer
         (no layer frozen) on the stage the curriculum ended in, the single pass when it finished,
         at ``finetune_lr_scale`` times the rates with a cosine to 0, and selects the checkpoint of
-        best validation ``acc`` (ties: lowest ``val_loss``). The curriculum does not move in it."""
+        best validation ``acc`` (ties: lowest ``val_loss``). The curriculum does not move in it,
+        and its samples are not counted in the curriculum's (:class:`StageSampler`)."""
         if not cfg.finetune_steps:
             return []
         t, scale = cfg.train, cfg.finetune_lr_scale
@@ -319,7 +332,7 @@ class ParityExperiment(Experiment):
                                     stop_metric=None)
         every_layer = dataclasses.replace(cfg, freeze_absorbed=False)
         return [RunStage("finetune", train, objective=self.objective(every_layer, task),
-                         evaluate=self.measurer(cfg, task))]
+                         evaluate=self.measurer(cfg, task), task=StageSampler(task.task, task.curriculum))]
 
     def final_evaluation(self, cfg: ParityRunConfig, task: CurriculumTask, model: torch.nn.Module) -> dict:
         parity, curriculum = task.task, task.curriculum
