@@ -139,3 +139,24 @@ def test_cpu_scale_headline_claims_run_n30_k16_on_a_cpu():
             cfg = registry.get(rs.experiment).config(rs.preset, 0, list(rs.overrides))
             assert rs.preset == "cpu" and (cfg.task.n, cfg.task.k, cfg.model.n_layers) == (30, 16, 4)
             assert cfg.model.d_model == 64 and cfg.train.optimizer == "muon" and cfg.train.steps == 12000
+
+
+def test_samples_to_target_counts_the_fine_tune_when_the_curriculum_fell_short(tmp_path):
+    """A last stage below the threshold that the fine-tune lifts: the curriculum's samples plus
+    the fine-tune's up to its first evaluation at the threshold; a curriculum that stopped before
+    its last stage counts as never."""
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"config": {"curriculum": {"advance_threshold": 0.99},
+                                                                 "train": {"batch_size": 64}}}))
+    ft = tmp_path / "stages" / "finetune"
+    ft.mkdir(parents=True)
+    (ft / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"step": 0, "split": "eval", "acc": 0.98}, {"step": 50, "split": "train", "loss": 0.1},
+        {"step": 200, "split": "eval", "acc": 0.992}, {"step": 250, "split": "eval", "acc": 1.0}]) + "\n")
+    metrics = {"samples": 1000.0, "curriculum_done": 0.0, "stages_reached": 4.0, "n_stages": 4.0}
+    assert li.samples_to_target(RunRecord(0, {"metrics": metrics}, tmp_path)) == 1000.0 + 200 * 64
+    short = dict(metrics, stages_reached=3.0)
+    assert math.isinf(li.samples_to_target(RunRecord(0, {"metrics": short}, tmp_path)))
+    (ft / "metrics.jsonl").write_text(json.dumps({"step": 0, "split": "eval", "acc": 0.9}) + "\n")
+    assert math.isinf(li.samples_to_target(RunRecord(0, {"metrics": metrics}, tmp_path)))

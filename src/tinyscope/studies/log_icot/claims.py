@@ -21,6 +21,7 @@ threshold (the run stops there): ``samples`` where ``curriculum_done`` is 1, els
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -39,6 +40,7 @@ from tinyscope.runs.claims import (
     within,
 )
 from tinyscope.studies.log_icot.task import removal_schedule
+from tinyscope.train.trainer import read_log
 
 SEEDS = (0, 1, 2, 3, 4)
 N_SCALING = (10, 20, 30, 40, 60)     # input lengths of the sample-complexity sweep (at k = 8)
@@ -75,8 +77,21 @@ def scaling_overrides(n: int) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------- measures
 def samples_to_target(rec: RunRecord) -> float:
-    """Samples drawn until the curriculum's last stage met its threshold; +inf if it never did."""
-    return rec.value("samples") if rec.value("curriculum_done") >= 1.0 else math.inf
+    """Samples drawn until the last stage's answer accuracy first met the curriculum's threshold:
+    the curriculum's when it got there; else, when the curriculum reached its last stage and stage
+    ``finetune`` followed, those plus the fine-tune's up to its first evaluation at the threshold
+    (its metrics.jsonl); +inf when neither did."""
+    if rec.value("curriculum_done") >= 1.0:
+        return rec.value("samples")
+    log = rec.path / "stages" / "finetune" / "metrics.jsonl" if rec.path is not None else None
+    if log is None or not log.exists() or rec.value("stages_reached") < rec.value("n_stages"):
+        return math.inf
+    cfg = json.loads((rec.path / "config.json").read_text())["config"]
+    threshold, batch = cfg["curriculum"]["advance_threshold"], cfg["train"]["batch_size"]
+    for r in read_log(log):
+        if r.get("split") == "eval" and r.get("acc", -1.0) >= threshold:
+            return rec.value("samples") + r["step"] * batch
+    return math.inf
 
 
 def samples_ratio() -> Measure:
