@@ -147,8 +147,11 @@ def test_samples_to_target_counts_the_fine_tune_when_the_curriculum_fell_short(t
     its last stage counts as never."""
     import json
 
-    (tmp_path / "config.json").write_text(json.dumps({"config": {"curriculum": {"advance_threshold": 0.99},
-                                                                 "train": {"batch_size": 64}}}))
+    from tinyscope.runs.rundir import _config_record
+
+    exp = registry.get("parity-logicot")
+    cfg = exp.config("smoke", overrides=["train.batch_size=64"])
+    (tmp_path / "config.json").write_text(json.dumps(_config_record(exp, "smoke", cfg)))
     ft = tmp_path / "stages" / "finetune"
     ft.mkdir(parents=True)
     (ft / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in [

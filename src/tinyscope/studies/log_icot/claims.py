@@ -17,11 +17,11 @@ Three groups of runs:
   fitted exponent stands for the theory's poly(n) (the digest quotes n^(2+eps)).
 
 "Samples to 99%" is the curriculum's sample count when its last stage first met the 0.99 validation
-threshold (the run stops there): ``samples`` where ``curriculum_done`` is 1, else +inf.
+threshold (the run stops there): ``samples`` where ``curriculum_done`` is 1; else, with a fine-tune
+stage that met it, those plus the fine-tune's samples until then (:func:`samples_to_target`); else +inf.
 """
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -39,6 +39,7 @@ from tinyscope.runs.claims import (
     metric,
     within,
 )
+from tinyscope.runs.rundir import read_config
 from tinyscope.studies.log_icot.task import removal_schedule
 from tinyscope.train.trainer import read_log
 
@@ -86,8 +87,8 @@ def samples_to_target(rec: RunRecord) -> float:
     log = rec.path / "stages" / "finetune" / "metrics.jsonl" if rec.path is not None else None
     if log is None or not log.exists() or rec.value("stages_reached") < rec.value("n_stages"):
         return math.inf
-    cfg = json.loads((rec.path / "config.json").read_text())["config"]
-    threshold, batch = cfg["curriculum"]["advance_threshold"], cfg["train"]["batch_size"]
+    cfg = read_config(rec.path)[2]
+    threshold, batch = cfg.curriculum.advance_threshold, cfg.train.batch_size
     for r in read_log(log):
         if r.get("split") == "eval" and r.get("acc", -1.0) >= threshold:
             return rec.value("samples") + r["step"] * batch
