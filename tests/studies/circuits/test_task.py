@@ -208,3 +208,17 @@ def test_subproblem_balance_makes_every_depth1_bag_equally_frequent():
     task = LogicTask(LogicTaskConfig(grammar="boolean", subproblem_balance=True))
     spans = Counter(subproblem_key(e) for e in task.depth1)
     assert len(set(spans.values())) == 1  # Boolean: (1∧0) and (0∧1) share a bag, (1∧1) is alone
+
+
+def test_subproblem_balance_weighs_listops_bags_by_their_orderings():
+    from tinyscope.studies.circuits.enumeration import subproblem_key, subproblem_weights
+
+    one = enumerate_depth(LISTOPS, 1)
+    w = dict(zip(one, subproblem_weights(LISTOPS, one).tolist()))
+    # 3 distinct operands: 6 orderings share a bag (the largest count); (2 2 2) has one, (3 3 8) three
+    assert w[("SM", (2, 2, 2))] == 6 and w[("SM", (3, 3, 8))] == 2 and w[("SM", (1, 2, 3))] == 1
+    assert w[("MAX", (4, 5))] == 3 and w[("MAX", (4, 4))] == 6
+    bags = Counter(subproblem_key(e) for e in one for _ in range(w[e]))
+    assert set(bags.values()) == {6} and len(bags) == 4 * (220 + 55)
+    assert LogicTask(LogicTaskConfig(grammar="listops", subproblem_balance=True, balance="none",
+                                     depth2_samples=10)).phase_sizes()[0] == 4 * 6 * (220 + 55)

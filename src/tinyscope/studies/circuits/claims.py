@@ -90,9 +90,9 @@ BASELINE_NOTE = ("looped pre-LN softmax block (d_model 64, four heads, {pe}; "
 
 def train_note(grammar: str) -> str:
     note = TRAIN_NOTE.format(cpu=CPU_EPOCHS[grammar], paper=PAPER_EPOCHS[grammar])
-    if grammar == "arithmetic":
+    if grammar in ("arithmetic", "listops"):
         note += ("; the depth-1 sub-problems are balanced before the classes (task.subproblem_balance: a bag "
-                 "with repeated operands such as (4+4) is otherwise reduced half as often)")
+                 "with repeated operands such as (4+4) or (SM 2 2 2) is otherwise reduced 2 to 6 times less often)")
     return note
 
 

@@ -128,8 +128,8 @@ def _train(**kw) -> TrainConfig:
 def _task(grammar: str, **kw) -> LogicTaskConfig:
     if grammar == "listops":
         kw = {"balance": "none", "depth2_samples": 8800} | kw
-    if grammar == "arithmetic":  # (4+4), (9+9) ... are reduced half as often otherwise and stay unlearned
-        kw = {"subproblem_balance": True} | kw
+    if grammar in ("arithmetic", "listops"):  # bags with repeated operands, (4+4), (SM 2 2 2) ..., are
+        kw = {"subproblem_balance": True} | kw  # otherwise reduced 2-6x less often and stay unlearned
     return LogicTaskConfig(grammar=grammar, **kw)
 
 
