@@ -232,6 +232,7 @@ class Trainer:
         self.step = 0
         self.tokens_seen = 0
         self.wall_time = 0.0
+        self._t0: float | None = None  # perf_counter() at training time 0, set by fit()
         self.loss_sum, self.loss_count = 0.0, 0  # training loss since the last log record
         self.saved_step: int | None = None  # the step of the last resume checkpoint written or loaded
         self.last_metrics: dict = {}
@@ -601,7 +602,8 @@ class Trainer:
 
     def _on_eval(self, metrics: dict) -> str | None:
         self.last_metrics = metrics
-        self._log({"step": self.step, "split": "eval", **metrics})
+        clock = {} if self._t0 is None or "time" in metrics else {"time": round(time.perf_counter() - self._t0, 3)}
+        self._log({"step": self.step, "split": "eval", **metrics, **clock})
         for name in (self.cfg.select_metric, self.cfg.tie_break_metric, self.cfg.stop_metric):
             if name is not None and name in metrics and not math.isfinite(metrics[name]):
                 self._diverged(f"the evaluation gave {name}={metrics[name]}", self.step)
@@ -622,7 +624,7 @@ class Trainer:
     def fit(self) -> TrainResult:
         if self.writes:
             self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter() - self.wall_time
+        t0 = self._t0 = time.perf_counter() - self.wall_time  # training time so far, resumes included
         self.prepare()
         try:
             return self._fit(t0)

@@ -9,9 +9,10 @@ from tinyscope.train import checkpoint as ckpt
 from tinyscope.train.stopping import Selection, StopRules
 
 
-def evals(run_dir):
-    return [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()
-            if json.loads(ln)["split"] == "eval"]
+def evals(run_dir, clock: bool = False):
+    """The evaluation records, without the trainer's clock (``time``) unless ``clock``."""
+    recs = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r if clock else {k: v for k, v in r.items() if k != "time"} for r in recs if r["split"] == "eval"]
 
 
 def train_losses(run_dir):
@@ -46,6 +47,10 @@ def test_a_killed_and_resumed_run_ends_exactly_like_an_uninterrupted_one(tmp_pat
     assert resumed["selected_step"] == full["selected_step"]
     assert train_losses(out) == train_losses(tmp_path / "full")
     assert evals(out) == evals(tmp_path / "full")
+    # every check carries the training time so far; the resumed process goes on from the restored
+    # clock (a clock restarted at the resume would make the checks after step 200 read less)
+    times = [r["time"] for r in evals(out, clock=True)]
+    assert len(times) == len(evals(out)) and times[0] >= 0 and all(b >= a for a, b in zip(times, times[1:]))
 
 
 def test_loading_and_reevaluating_a_run(tmp_path):

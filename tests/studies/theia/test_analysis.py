@@ -144,6 +144,12 @@ def test_time_to_first_pass_counts_the_time_before_a_resume():
         elapsed_across_resumes([r for r in recs if not (r["split"] == "train" and r["step"] == 200)])
 
 
+def test_time_to_first_pass_reads_the_trainer_clock_where_the_checks_carry_it():
+    recs = [{"split": "eval", "step": 100, "rules12_passed": 8, "elapsed_s": 61.0, "time": 60.5},
+            {"split": "eval", "step": 200, "rules12_passed": 12, "elapsed_s": 2.0, "time": 121.0}]
+    assert time_to_first_pass(recs) == 121.0
+
+
 def test_smoke_presets_run(tmp_path):
     res = run_experiment("theia-kleene", "smoke", out=tmp_path / "k", progress=False)
     assert res["n_parameters"] == 2_751_232 and 0 <= res["metrics"]["test_acc"] <= 1

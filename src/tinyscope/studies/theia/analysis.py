@@ -337,13 +337,17 @@ def chain_table(curves: dict[str, dict[int, float]]) -> str:
 # ------------------------------------------------------------------ training time
 def elapsed_across_resumes(metrics: list[dict]) -> list[tuple[dict, float]]:
     """Each evaluation record of a run's metrics.jsonl with its training time so far, the checks
-    included. ``elapsed_s`` counts from the first check of its process, so it restarts after a
-    resume; there the training time the trainer restored (its ``time`` on the train record of the
-    same step, logged just before the check) is added to the rest of that process's records."""
+    included: the trainer's clock (``time``: training time since step 0, carried across resumes)
+    where the record has it. Older records have only ``elapsed_s``, which counts from the first
+    check of its process and so restarts after a resume; there the training time the trainer
+    restored (its ``time`` on the train record of the same step, logged just before the check) is
+    added to the rest of that process's records."""
     out, offset, last, train_time = [], 0.0, -math.inf, {}
     for rec in metrics:
         if rec.get("split") == "train" and "time" in rec:
             train_time[rec.get("step")] = rec["time"]
+        elif rec.get("split") == "eval" and rec.get("time") is not None:
+            out.append((rec, float(rec["time"])))
         elif rec.get("split") == "eval" and rec.get("elapsed_s") is not None:
             if rec["elapsed_s"] < last:  # a new process: its clock started at this check
                 if rec.get("step") not in train_time:
