@@ -51,6 +51,21 @@ def test_bce_is_near_zero_for_the_construction_and_large_for_a_fresh_model():
     assert circuit_bce(built, batch).item() < 0.05 < circuit_bce(fresh, batch).item()
 
 
+def test_step_exact_checks_every_depth1_expression_besides_the_sampled_training_ones():
+    from tinyscope.studies.circuits.construction import construct
+
+    exp = get("circuit-arithmetic")
+    cfg = exp.config("smoke")
+    task = LogicTask(cfg.task)
+    assert exp._depth1_batch(task)["tokens"].shape[0] == 200  # distinct depth-1 expressions, not the balanced set
+    assert exp.config("cpu").train.stop_metric == "step_exact" == exp.config("cpu").train.select_metric
+    built = exp.evaluator(cfg, task)(construct("arithmetic"))
+    assert built["step_exact"] == built["depth1_step_exact"] == built["train_step_exact"] == 1.0
+    torch.manual_seed(0)
+    fresh = exp.evaluator(cfg, task)(CircuitTransformer(CircuitConfig(grammar="arithmetic")))
+    assert fresh["step_exact"] == min(fresh["depth1_step_exact"], fresh["train_step_exact"]) < 1.0
+
+
 def test_smoke_runs_write_results(tmp_path):
     torch.set_num_threads(1)
     res = run_experiment("circuit-boolean", "smoke", out=tmp_path / "c", progress=False)

@@ -81,7 +81,7 @@ TABLE2_TOL = 0.10
 
 TRAIN_NOTE = ("cpu preset with the paper's ten seeds: the paper's data, loss, optimiser and schedule, "
               "{cpu} epochs instead of the paper's {paper}, stopping once the one-step reduction is exact on 500 "
-              "training expressions at three consecutive checks; evaluation sets are tinyscope's draws (100 per "
+              "training expressions and on every depth-1 expression at three consecutive checks; evaluation sets are tinyscope's draws (100 per "
               "depth, the generator's branching calibrated to the paper's depth-30 token means)")
 BASELINE_NOTE = ("looped pre-LN softmax block (d_model 64, four heads, {pe}; "
                  "expressions longer than that count as wrong), looped d times on its own argmax output; cpu "

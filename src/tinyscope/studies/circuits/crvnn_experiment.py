@@ -114,6 +114,7 @@ class CRvNNExperiment(CircuitExperiment):
     """CRvNN (Ray Chowdhury & Caragea 2021) on the circuit paper's ListOps, its Table 2 text baseline."""
 
     config_cls = CRvNNRunConfig
+    one_step = False  # trained on the answer, not on a reduction step
 
     def __init__(self):
         super().__init__("listops", CRVNN_CPU_EPOCHS)

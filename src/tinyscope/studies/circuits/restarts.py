@@ -7,7 +7,7 @@ and through the quadratic units the gradient at 0 is ``2 b_in``, about 0 from th
 W_K hiding some literals from the operator's bag, so two bags with different results coincide.
 Such a run plateaus; ``train.patience`` ends its phase and restart ``k`` draws every weight (and
 the stage's batches) from :func:`restart_seed`. A phase whose selected model already reduces every
-checked training expression exactly is kept, and its stage stops at step 0.
+checked training and depth-1 expression exactly is kept, and its stage stops at step 0.
 
 Restart ``k`` (1, 2, ...) is a :class:`~tinyscope.runs.experiment.Stage` named ``restart<k>``; it
 trains with the main phase's recipe, stopping at its first exact evaluation.
@@ -26,7 +26,7 @@ restart_seed = partial(restarts.restart_seed, salt=SALT)
 
 def restart_stages(cfg, evaluate, fresh_model) -> list[Stage]:
     """``cfg.restarts`` stages after the main phase. evaluate: model -> metrics with
-    ``train_step_exact``; fresh_model: () -> a new model drawn from torch's current RNG state."""
+    ``step_exact``; fresh_model: () -> a new model drawn from torch's current RNG state."""
     stage_train = dataclasses.replace(cfg.train, eval_at_start=True, stop_consecutive=1)
     return restarts.restart_stages(cfg.seed, cfg.restarts, stage_train,
-                                   lambda model: evaluate(model)["train_step_exact"] >= 1.0, fresh_model, SALT)
+                                   lambda model: evaluate(model)["step_exact"] >= 1.0, fresh_model, SALT)
