@@ -134,3 +134,16 @@ def test_bad_token_ids_are_rejected():
     model = CircuitTransformer(CircuitConfig())
     with pytest.raises(ValueError, match=r"\[0, 7\]"):
         model(torch.tensor([[0, 9, 1]]))
+
+
+def test_mlp_init_small_or_torch_default():
+    torch.manual_seed(0)
+    small = CircuitTransformer(CircuitConfig(grammar="arithmetic"))
+    torch.manual_seed(0)
+    default = CircuitTransformer(CircuitConfig(grammar="arithmetic", mlp_init="torch"))
+    assert small.mlp_in.bias.abs().max() == 0 and abs(small.mlp_in.weight.std().item() - 0.1) < 0.02
+    bound = 1 / 14 ** 0.5  # nn.Linear: uniform(+-1/sqrt(fan_in)) for the weight and the bias
+    assert 0.5 * bound < default.mlp_in.bias.abs().max() <= bound
+    assert torch.equal(small.w_q, default.w_q)  # the thresholded logits start alike either way
+    with pytest.raises(Exception, match="mlp_init"):
+        CircuitConfig(grammar="arithmetic", mlp_init="xavier")

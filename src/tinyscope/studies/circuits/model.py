@@ -79,6 +79,8 @@ class CircuitConfig:
     norm_surrogate: Literal["sigmoid", "softmax"] | None = None  # backward of the gated normalisation;
                                                                   # None = NORM_SURROGATE[grammar]
     init_std: float = 0.1                     # "small and random": starts near the thresholds
+    mlp_init: Literal["small", "torch"] = "small"  # small: N(0, init_std) weights and zero biases;
+                                                    # torch: nn.Linear's own uniform(+-1/sqrt(fan_in))
     max_iterations: int = 0                   # safety cap on the loop; 0 = sequence length
 
     def __post_init__(self):
@@ -99,6 +101,7 @@ class CircuitConfig:
             self.norm_surrogate = NORM_SURROGATE[self.grammar]
         check_choice("model.norm_surrogate", self.norm_surrogate, ("sigmoid", "softmax"))
         check(self.init_std >= 0, f"model.init_std={self.init_std} must be >= 0")
+        check_choice("model.mlp_init", self.mlp_init, ("small", "torch"))
         check(self.max_iterations >= 0, f"model.max_iterations={self.max_iterations} must be >= 0")
 
     @property
@@ -163,10 +166,11 @@ class CircuitTransformer(HookedModule):
         self.w_k = nn.Parameter(torch.randn(D, dh) * cfg.init_std)         # (D, dh)
         self.mlp_in = nn.Linear(D, h)
         self.mlp_out = nn.Linear(h, D)
-        with torch.no_grad():
-            for lin in (self.mlp_in, self.mlp_out):
-                lin.weight.normal_(0.0, cfg.init_std)
-                lin.bias.zero_()
+        if cfg.mlp_init == "small":
+            with torch.no_grad():
+                for lin in (self.mlp_in, self.mlp_out):
+                    lin.weight.normal_(0.0, cfg.init_std)
+                    lin.bias.zero_()
         self.hook_depth, self.hook_mask, self.hook_cluster = HookPoint(), HookPoint(), HookPoint()
         self.hook_attn, self.hook_mlp = HookPoint(), HookPoint()
         self.use_fast = True
