@@ -624,10 +624,10 @@ class Trainer:
     def fit(self) -> TrainResult:
         if self.writes:
             self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        t0 = self._t0 = time.perf_counter() - self.wall_time  # training time so far, resumes included
+        self._t0 = time.perf_counter() - self.wall_time  # training time 0, resumes included
         self.prepare()
         try:
-            return self._fit(t0)
+            return self._fit()
         finally:
             self.prefetcher.close()
 
@@ -674,8 +674,8 @@ class Trainer:
             self._trial_step(time.perf_counter() - t_start, counted=not self._boundary(self.step))
         return mult
 
-    def _fit(self, t0: float) -> TrainResult:
-        cfg = self.cfg
+    def _fit(self) -> TrainResult:
+        cfg, t0 = self.cfg, self._t0
         if self.step == 0 and cfg.eval_at_start and self.evaluate_fn is not None:
             self._on_eval(self._evaluate())
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not (self.progress and sys.stderr.isatty()),

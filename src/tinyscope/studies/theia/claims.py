@@ -90,8 +90,9 @@ def patch_flip_fraction(op: str) -> Measure:
 
 
 def seconds_to_first_12of12() -> Measure:
-    """Per seed: ``elapsed_s`` (training time since the first check, the checks included, as the
-    paper's wall clock) at the first evaluation passing all 12 Unknown rules; +inf if none did."""
+    """Per seed: the training time (the trainer's clock, the checks included and resumes carried
+    over, as the paper's wall clock; ``elapsed_s`` for older runs, :func:`time_to_first_pass`) at
+    the first evaluation passing all 12 Unknown rules; +inf if none did."""
     def per_seed(runs: Runs) -> dict[int, float]:
         out = {}
         for seed, rec in (runs[0].items() if runs else ()):
