@@ -43,7 +43,7 @@ from tinyscope.runs.claims import (
     reached,
     within,
 )
-from tinyscope.studies.circuits.protocol import CPU_EPOCHS, PAPER_EPOCHS, PAPER_SEEDS
+from tinyscope.studies.circuits.protocol import BASELINE_CPU_EPOCHS, CPU_EPOCHS, PAPER_EPOCHS, PAPER_SEEDS
 
 STUDY = "circuits"
 GRAMMARS = ("boolean", "arithmetic", "listops")
@@ -80,7 +80,7 @@ CHANCE = {"arithmetic": "0.10", "boolean": "0.50", "listops": "0.10"}
 TABLE2_TOL = 0.10
 
 TRAIN_NOTE = ("cpu preset with the paper's ten seeds: the paper's data, loss, optimiser and schedule, "
-              "{cpu} epochs instead of the paper's {paper}, stopping once the one-step reduction is exact on 500 "
+              "{epochs}, stopping once the one-step reduction is exact on 500 "
               "training expressions and on every depth-1 expression at three consecutive checks; evaluation sets are tinyscope's draws (100 per "
               "depth, the generator's branching calibrated to the paper's depth-30 token means)")
 BASELINE_NOTE = ("looped pre-LN softmax block (d_model 64, four heads, {pe}; "
@@ -89,7 +89,9 @@ BASELINE_NOTE = ("looped pre-LN softmax block (d_model 64, four heads, {pe}; "
 
 
 def train_note(grammar: str) -> str:
-    note = TRAIN_NOTE.format(cpu=CPU_EPOCHS[grammar], paper=PAPER_EPOCHS[grammar])
+    cpu, paper = CPU_EPOCHS[grammar], PAPER_EPOCHS[grammar]
+    epochs = f"the paper's {paper} epochs" if cpu == paper else f"{cpu} epochs instead of the paper's {paper}"
+    note = TRAIN_NOTE.format(epochs=epochs)
     if grammar in ("arithmetic", "listops"):
         note += ("; the depth-1 sub-problems are balanced before the classes (task.subproblem_balance: a bag "
                  "with repeated operands such as (4+4) or (SM 2 2 2) is otherwise reduced 2 to 6 times less often)")
@@ -225,7 +227,7 @@ def _claims(g: str) -> list[Claim]:
 
 def _table2(g: str, row: str = "learned") -> list[Claim]:
     label, suffix, values, pe = TABLE2_ROWS[row]
-    note = BASELINE_NOTE.format(pe=pe, cpu=CPU_EPOCHS[g], paper=PAPER_EPOCHS[g])
+    note = BASELINE_NOTE.format(pe=pe, cpu=BASELINE_CPU_EPOCHS[g], paper=PAPER_EPOCHS[g])
     out = []
     for d, text in zip(TABLE2_DEPTHS, values[g]):
         key = "train_depth2_acc" if d == 2 else f"depth{d}_acc"

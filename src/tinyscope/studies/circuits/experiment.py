@@ -34,7 +34,7 @@ from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.circuits.enumeration import enumerate_depth
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
-from tinyscope.studies.circuits.protocol import CPU_EPOCHS, PAPER_EPOCHS, PAPER_SEEDS
+from tinyscope.studies.circuits.protocol import BASELINE_CPU_EPOCHS, CPU_EPOCHS, PAPER_EPOCHS, PAPER_SEEDS
 from tinyscope.studies.circuits.relative_baseline import RelativeBaselineConfig, RelativeLoopedBlock
 from tinyscope.studies.circuits.task import ExpressionSet, LogicTask, LogicTaskConfig, expression_set
 from tinyscope.train.trainer import TrainConfig
@@ -494,7 +494,7 @@ def accuracy_figure(metrics: dict, title: str):
 
 for _g in ("boolean", "arithmetic", "listops"):
     register(CircuitExperiment(_g, CPU_EPOCHS[_g]))
-    register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g]))
+    register(CircuitBaselineExperiment(_g, BASELINE_CPU_EPOCHS[_g]))
     for _pe in ("rope", "fire"):
-        register(CircuitBaselineExperiment(_g, CPU_EPOCHS[_g], _pe))
+        register(CircuitBaselineExperiment(_g, BASELINE_CPU_EPOCHS[_g], _pe))
 
