@@ -4,7 +4,10 @@ level and per-layer probe accuracy of each level's XOR values, for a finished pa
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/log_icot/absorption.py runs/parity-logicot-cpu-s0 --out figs/
 
 Saves ``absorption_attention.png`` and ``absorption_probes.png`` under ``--out`` (default: the run's
-``figures/``) and prints the level-mass tables, then the probe tables, the last stage last.
+``figures/``) and prints the level-mass tables, then the probe tables, the last stage last; then,
+for the run's selected model, each head's own-level mass and the share of answers unchanged when
+the head is mean-ablated (which heads the single-pass answer reads). A run without stage-end
+checkpoints (``train.keep_checkpoints=false``) prints only the selected model's tables.
 Target (the Log-ICoT account): after stage s the layer that absorbed tree level s puts most of its
 attention mass on that level's positions, and a linear probe at that layer reads the level's XOR
 values at ≥ 99%.
@@ -24,6 +27,8 @@ def main() -> None:
     from tinyscope.studies.log_icot.absorption import (
         absorption_over_stages,
         format_mass,
+        head_ablation,
+        head_level_mass,
         plot_attention_by_stage,
         plot_probe_tables,
     )
@@ -35,13 +40,19 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     run = load_run(args.run)
-    stages = absorption_over_stages(run, n_examples=args.examples)
     task = run.task.task
+    selected = run.step  # the per-stage pass below loads other checkpoints into run.model
+    own = head_level_mass(run.model, task, n_examples=args.examples)  # (L, H)
+    kept = head_ablation(run.model, task, n_examples=args.examples)  # (L, H)
+    stages = absorption_over_stages(run, n_examples=args.examples)
     out = Path(args.out) if args.out else Path(args.run) / "figures"
-    out.mkdir(parents=True, exist_ok=True)
-    plot_attention_by_stage(stages, task).savefig(out / "absorption_attention.png", dpi=130)
-    plot_probe_tables(stages).savefig(out / "absorption_probes.png", dpi=130)
-    print(f"figures in {out}")
+    if stages:
+        out.mkdir(parents=True, exist_ok=True)
+        plot_attention_by_stage(stages, task).savefig(out / "absorption_attention.png", dpi=130)
+        plot_probe_tables(stages).savefig(out / "absorption_probes.png", dpi=130)
+        print(f"figures in {out}")
+    else:
+        print("no stage-end checkpoints in this run: no per-stage figures")
     for entry in stages:
         print("\nprobe accuracy (rows: layer outputs, columns: tree levels 1..L), stage", entry["stage"])
         for name, row in zip(entry["probe_rows"], entry["probe"]):
@@ -49,6 +60,10 @@ def main() -> None:
     for entry in stages:
         print()
         print(format_mass(entry))
+    print(f"\nselected model (step {selected}): per head, own-level mass / answers unchanged when mean-ablated")
+    for layer in range(own.shape[0]):
+        print(f"layer {layer + 1}  " + "  ".join(f"h{h} {own[layer, h]:.2f}/{kept[layer, h]:.3f}"
+                                                for h in range(own.shape[1])))
 
 
 if __name__ == "__main__":

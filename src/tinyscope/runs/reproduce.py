@@ -7,7 +7,7 @@ skips complete runs and resumes interrupted ones), then every claim is measured 
 directories and the outcome written to ``OUT/claims.json`` and ``OUT/claims.md`` (the paper's
 tables laid out beside the measured ones, cell by cell). With ``record`` the measurements go
 into the study ledgers (:mod:`tinyscope.runs.ledger`) and ``docs/results/<study>.md``; with
-``zoo`` the median seed of each met claim's runs becomes a zoo entry (:mod:`tinyscope.runs.zoo`).
+``zoo`` the median of the seeds that meet a met claim's target becomes a zoo entry (:mod:`tinyscope.runs.zoo`).
 """
 from __future__ import annotations
 
@@ -223,8 +223,19 @@ class ClaimResult:
     error: str | None = None
 
     @property
+    def zoo_seeds(self) -> dict[int, float]:
+        """Seeds that may back a met claim in the zoo: those whose own value meets its target (a
+        claim met by the median or a fraction of seeds has seeds that do not)."""
+        if self.measurement.verdict != "met" or not self.run_dirs:
+            return {}
+        target = self.claim.target
+        return {s: v for s, v in self.measurement.per_seed.items()
+                if s in self.run_dirs and (target is None or target.met(v))}
+
+    @property
     def zoo_seed(self) -> int | None:
-        return median_seed(self.measurement.per_seed) if self.measurement.verdict == "met" and self.run_dirs else None
+        """The median of :attr:`zoo_seeds`."""
+        return median_seed(self.zoo_seeds)
 
 
 def runs_of(p: Plan, claim: Claim) -> list[dict[int, RunRecord]]:
@@ -474,14 +485,17 @@ def export_zoo(p: Plan, results: list[ClaimResult]) -> dict[str, str]:
         rs = r.claim.runs[0]
         if rs.key not in chosen:
             chosen[rs.key] = (rs, r.zoo_seed, set(), {})
-        chosen[rs.key][2].update(set(r.run_dirs) if r.claim.zoo == "all" else {r.zoo_seed})
-        chosen[rs.key][3][r.claim.id] = r.zoo_seed
+        first = chosen[rs.key][1]
+        own = first if first in r.zoo_seeds else r.zoo_seed  # one entry serves as many claims as it can
+        chosen[rs.key][2].update(set(r.zoo_seeds) if r.claim.zoo == "all" else {own})
+        chosen[rs.key][3][r.claim.id] = own
     names = {}
     for rs, median, seeds, ids in chosen.values():
         base = f"{rs.experiment}-{rs.preset}" + (f"-{setting_name(_pairs(rs.overrides))}" if rs.overrides else "")
         name_of = {s: f"{base}-s{s}" if len(seeds) > 1 else base for s in seeds}
         for seed in sorted(seeds):
-            export_entry(p.run_dir(rs, seed), name_of[seed], list(ids), rs.command(seed))
+            backed = [i for i, own in ids.items() if own == seed] or list(ids)  # "all": each seed backs them all
+            export_entry(p.run_dir(rs, seed), name_of[seed], backed, rs.command(seed))
         names.update({i: name_of.get(own, name_of[median]) for i, own in ids.items()})
     return names
 

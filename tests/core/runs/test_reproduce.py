@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 
@@ -137,7 +138,7 @@ def test_export_zoo_writes_the_median_seed_every_seed_or_none(done, tmp_path, mo
     monkeypatch.setenv("TINYSCOPE_ZOO", str(tmp_path / "zoo"))
     (tmp_path / "zoo").mkdir()
     rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
-    met = dataclasses.replace(rule, claim=dataclasses.replace(rule.claim, zoo=mode),
+    met = dataclasses.replace(rule, claim=dataclasses.replace(rule.claim, zoo=mode, target=claims_mod.at_most(math.inf)),
                               measurement=dataclasses.replace(rule.measurement, verdict="met"))
     named = reproduce.export_zoo(plan, [met])
     base, median = "plus-last-even-smoke", met.zoo_seed
@@ -147,6 +148,21 @@ def test_export_zoo_writes_the_median_seed_every_seed_or_none(done, tmp_path, mo
     assert sorted(e.info["seed"] for e in entries) == ([median] if mode == "median" else [0, 1] if mode == "all" else [])
     assert all(e.info["claims"] == ["minimal/fig3/rule_error"] for e in entries)
     assert named == ({} if mode == "none" else {"minimal/fig3/rule_error": base if mode == "median" else f"{base}-s{median}"})
+
+
+def test_the_zoo_seed_of_a_met_claim_meets_the_target_itself(done):
+    """A claim met by the median (or a fraction) of its seeds exports a seed that meets it: the
+    median of those that do, never a failed seed that happens to sit in the middle."""
+    _, _, results = done
+    rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
+    per_seed = {0: 0.1, 1: 0.9}
+    for cut, wanted in [(0.5, 0), (0.95, 0), (0.05, None)]:
+        r = dataclasses.replace(rule, claim=dataclasses.replace(rule.claim, target=claims_mod.at_most(cut)),
+                                measurement=dataclasses.replace(rule.measurement, verdict="met", per_seed=per_seed))
+        assert r.zoo_seed == wanted
+    high = dataclasses.replace(rule, claim=dataclasses.replace(rule.claim, target=claims_mod.at_least(0.5)),
+                               measurement=dataclasses.replace(rule.measurement, verdict="met", per_seed=per_seed))
+    assert high.zoo_seed == 1 and set(high.zoo_seeds) == {1}
 
 
 def test_a_large_entry_is_stored_in_fp16_unless_a_weight_is_past_its_range():

@@ -1,3 +1,5 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,10 @@ from tinyscope.studies.log_icot.absorption import (
     absorption_over_stages,
     attention_patterns,
     format_mass,
+    head_ablation,
+    head_level_mass,
     level_mass,
+    own_level_column,
     probe_table,
     stage_end_steps,
 )
@@ -57,6 +62,40 @@ def test_probes_read_each_level_after_its_layer(tree_model):
                 assert table[layer, level] == pytest.approx(1.0)  # computed by now and kept
             else:
                 assert table[layer, level] < 0.7  # not computed yet: about chance
+
+
+@pytest.fixture(scope="module")
+def standard_model():
+    from tinyscope.models.transformer import Transformer
+    from tinyscope.studies.log_icot.experiment import parity_model
+
+    task = Parity(ParityConfig(n=10, k=4, subset_seed=1))
+    torch.manual_seed(0)
+    return task, Transformer(parity_model(10, 4, d_model=16, n_heads=2, d_mlp=32)).eval()
+
+
+def test_head_level_mass_averages_to_the_layers_own_level_mass(standard_model):
+    task, model = standard_model
+    per_head = head_level_mass(model, task, n_examples=64)  # (L, H)
+    mass, _ = level_mass(attention_patterns(model, task, n_examples=64), task)
+    assert per_head.shape == (2, 2)
+    own = [mass[layer, own_level_column(layer)] for layer in range(2)]
+    np.testing.assert_allclose(per_head.mean(1), own, atol=1e-6)
+
+
+def test_head_ablation_leaves_answers_of_a_silenced_head_and_changes_those_of_a_needed_one(standard_model):
+    task, model = standard_model
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        model.blocks[1].attn.W_O.weight[:, 8:] = 0  # head 1 of layer 2 writes nothing
+        model.blocks[1].attn.W_O.weight[:, :8] *= 50  # head 0 of layer 2 dominates the answer
+        for p in model.blocks[1].mlp.parameters():
+            p.zero_()
+        model.W_U.bias.zero_()
+    share = head_ablation(model, task, n_examples=256)  # (L, H)
+    assert share.shape == (2, 2)
+    assert share[1, 1] == 1.0  # a head that writes nothing cannot matter
+    assert share[1, 0] < 0.95  # replacing the dominant head's input-dependent part moves answers (0.83)
 
 
 def test_stage_end_steps_pick_the_last_checkpointed_evaluation():

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from tinyscope.errors import InputError
 from tinyscope.interp.plotting import new_figure
 from tinyscope.studies.log_icot.task import Parity, encode, removal_schedule
 
@@ -45,24 +46,31 @@ class KeyGroups:
         return cls(names, members)
 
 
-@torch.no_grad()
-def attention_patterns(model: torch.nn.Module, task: Parity, removed=None, n_examples: int = 512,
-                       seed: int = 0) -> np.ndarray:
-    """(L, T, T) attention of each layer averaged over ``n_examples`` and heads, in the layout of
-    ``removed`` (default: every thinking token blank). Two-channel keys (the constrained model's
-    (T, 2T) patterns) are folded onto their positions."""
+def _inputs(model: torch.nn.Module, task: Parity, removed, n_examples: int, seed: int) -> torch.Tensor:
+    """(B, T) token ids of ``n_examples`` inputs from ``seed`` in the layout of ``removed``
+    (default: every thinking token blank, the single-pass layout)."""
     removed = removal_schedule(task.k, "direct")[0] if removed is None else removed
     bits, nodes = task.draw(np.random.default_rng([seed, 91]), n_examples)
     device = next(model.parameters()).device
-    tokens = torch.from_numpy(encode(bits, nodes, task.layout(removed)).tokens).to(device)  # (B, T)
+    return torch.from_numpy(encode(bits, nodes, task.layout(removed)).tokens).to(device)  # (B, T)
+
+
+@torch.no_grad()
+def attention_patterns(model: torch.nn.Module, task: Parity, removed=None, n_examples: int = 512,
+                       seed: int = 0, per_head: bool = False) -> np.ndarray:
+    """(L, T, T) attention of each layer averaged over ``n_examples`` and heads, in the layout of
+    ``removed`` (default: every thinking token blank); (L, H, T, T) with ``per_head`` (every layer
+    must then have H heads). Two-channel keys (the constrained model's (T, 2T) patterns) are folded
+    onto their positions."""
+    tokens = _inputs(model, task, removed, n_examples, seed)
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     out = []
     for layer in range(len(cache)):
-        pat = cache["pattern", layer].float().mean(dim=(0, 1))  # (T, Tk)
-        T = pat.shape[0]
-        if pat.shape[1] == 2 * T:
-            pat = pat[:, :T] + pat[:, T:]  # (T, T)
-        out.append(pat.cpu().numpy())
+        pat = cache["pattern", layer].float().mean(dim=0)  # (H, T, Tk)
+        T = pat.shape[1]
+        if pat.shape[2] == 2 * T:
+            pat = pat[..., :T] + pat[..., T:]  # (H, T, T)
+        out.append((pat if per_head else pat.mean(0)).cpu().numpy())
     return np.stack(out)
 
 
@@ -78,6 +86,54 @@ def level_mass(patterns: np.ndarray, task: Parity) -> tuple[np.ndarray, list[str
         rows = patterns[layer][queries]  # (Q, T)
         table[layer] = [rows[:, m].sum(1).mean() if len(m) else 0.0 for m in groups.members]
     return table, groups.names
+
+
+def own_level_column(layer: int) -> int:
+    """The key group layer ``layer`` (0-based) should read in :func:`level_mass`'s table: the
+    selected bits for the first layer, the slots of level ``layer`` after it."""
+    return 0 if layer == 0 else layer + 1
+
+
+def head_level_mass(model: torch.nn.Module, task: Parity, n_examples: int = 512, seed: int = 0) -> np.ndarray:
+    """(L, H) own-level mass of each head: the mass head ``h`` of layer ``l`` puts, from the slots
+    of level-``l`` nodes, on level ``l - 1`` (the selected bits for ``l = 1``), in the single-pass
+    layout. Its mean over heads is :func:`level_mass`'s own-level column."""
+    patterns = attention_patterns(model, task, n_examples=n_examples, seed=seed, per_head=True)  # (L, H, T, T)
+    L, H = patterns.shape[:2]
+    out = np.zeros((L, H))
+    for h in range(H):
+        mass, _ = level_mass(patterns[:, h], task)  # (L, G)
+        out[:, h] = [mass[layer, own_level_column(layer)] for layer in range(L)]
+    return out
+
+
+@torch.no_grad()
+def head_ablation(model: torch.nn.Module, task: Parity, n_examples: int = 512, seed: int = 0) -> np.ndarray:
+    """(L, H) share of single-pass answers left unchanged when head ``h`` of layer ``l`` is
+    mean-ablated: its output z (``blocks.{l}.attn.hook_z``, (B, T, H, d_head)) replaced at every
+    position by its mean over the ``n_examples`` inputs. 1 means the answer does not read the head;
+    about 0.5 (chance for a bit) means it needs the head's input-dependent part."""
+    tokens = _inputs(model, task, None, n_examples, seed)
+    answer = task.n + task.k - 2  # the root's slot
+    base = model(tokens)[:, answer].argmax(-1)  # (B,)
+    L = len(model.blocks)
+    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("attn.hook_z"))
+    if len(cache) != L:
+        raise InputError("head_ablation needs every block's attn.hook_z (a standard transformer)")
+    rows = []
+    for layer in range(L):
+        name = f"blocks.{layer}.attn.hook_z"
+        mean = cache[name].mean(0, keepdim=True)  # (1, T, H, Dh)
+        row = []
+        for h in range(mean.shape[2]):
+            def ablate(z, hook, h=h, mean=mean):
+                z = z.clone()
+                z[:, :, h] = mean[:, :, h]
+                return z
+            pred = model.run_with_hooks(tokens, fwd_hooks=[(name, ablate)])[:, answer].argmax(-1)  # (B,)
+            row.append(float((pred == base).float().mean()))
+        rows.append(row)
+    return np.array(rows)
 
 
 @torch.no_grad()

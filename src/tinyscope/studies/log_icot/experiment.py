@@ -199,11 +199,10 @@ def own_level_attention(model: torch.nn.Module, task: Parity, n_examples: int = 
     of level-``l`` nodes onto level ``l-1`` (the selected bits for ``l = 1``, else the slots of the
     level ``l-1`` nodes), for ``l = 1 .. log2 k``; ``attn_own_level_mass_min`` is the smallest.
     1 everywhere is the paper's picture of each layer attending exactly to its tree level."""
-    from tinyscope.studies.log_icot.absorption import attention_patterns, level_mass
+    from tinyscope.studies.log_icot.absorption import attention_patterns, level_mass, own_level_column
 
     mass, _ = level_mass(attention_patterns(model, task, n_examples=n_examples, seed=seed), task)  # (L, G)
-    # key groups: 0 selected bits, 1 other bits, 1 + m the slots of level m
-    own = {f"attn_own_level_mass_layer{l + 1}": float(mass[l, 0 if l == 0 else l + 1])
+    own = {f"attn_own_level_mass_layer{l + 1}": float(mass[l, own_level_column(l)])
            for l in range(min(task.levels, mass.shape[0]))}
     return own | {"attn_own_level_mass_min": min(own.values())}
 
