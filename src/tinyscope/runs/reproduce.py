@@ -478,24 +478,25 @@ def export_zoo(p: Plan, results: list[ClaimResult]) -> dict[str, str]:
     "all", every finished seed, each named with ``-s<seed>`` appended. The entries of a run set
     serve every such claim on it. Returns claim id -> the entry of its median seed (of the run
     set's first such claim where that seed has none)."""
-    chosen: dict[str, tuple[RunSet, int, set[int], dict[str, int]]] = {}
+    # run set -> (run set, its first claim's seed, seed -> the claims it backs, claim -> its own seed)
+    chosen: dict[str, tuple[RunSet, int, dict[int, set[str]], dict[str, int]]] = {}
     for r in results:
         if r.zoo_seed is None or not r.claim.runs or not r.claim.measure.final_only or r.claim.zoo == "none":
             continue
         rs = r.claim.runs[0]
         if rs.key not in chosen:
-            chosen[rs.key] = (rs, r.zoo_seed, set(), {})
-        first = chosen[rs.key][1]
+            chosen[rs.key] = (rs, r.zoo_seed, {}, {})
+        _, first, backed, ids = chosen[rs.key]
         own = first if first in r.zoo_seeds else r.zoo_seed  # one entry serves as many claims as it can
-        chosen[rs.key][2].update(set(r.zoo_seeds) if r.claim.zoo == "all" else {own})
-        chosen[rs.key][3][r.claim.id] = own
+        for seed in (r.zoo_seeds if r.claim.zoo == "all" else (own,)):
+            backed.setdefault(seed, set()).add(r.claim.id)
+        ids[r.claim.id] = own
     names = {}
-    for rs, median, seeds, ids in chosen.values():
+    for rs, median, backed, ids in chosen.values():
         base = f"{rs.experiment}-{rs.preset}" + (f"-{setting_name(_pairs(rs.overrides))}" if rs.overrides else "")
-        name_of = {s: f"{base}-s{s}" if len(seeds) > 1 else base for s in seeds}
-        for seed in sorted(seeds):
-            backed = [i for i, own in ids.items() if own == seed] or list(ids)  # "all": each seed backs them all
-            export_entry(p.run_dir(rs, seed), name_of[seed], backed, rs.command(seed))
+        name_of = {s: f"{base}-s{s}" if len(backed) > 1 else base for s in backed}
+        for seed in sorted(backed):
+            export_entry(p.run_dir(rs, seed), name_of[seed], sorted(backed[seed]), rs.command(seed))
         names.update({i: name_of.get(own, name_of[median]) for i, own in ids.items()})
     return names
 

@@ -46,13 +46,14 @@ class KeyGroups:
         return cls(names, members)
 
 
-def _inputs(model: torch.nn.Module, task: Parity, removed, n_examples: int, seed: int) -> torch.Tensor:
+def _inputs(model: torch.nn.Module, task: Parity, removed, n_examples: int, seed: int):
     """(B, T) token ids of ``n_examples`` inputs from ``seed`` in the layout of ``removed``
-    (default: every thinking token blank, the single-pass layout)."""
+    (default: every thinking token blank, the single-pass layout), and that layout."""
     removed = removal_schedule(task.k, "direct")[0] if removed is None else removed
+    layout = task.layout(removed)
     bits, nodes = task.draw(np.random.default_rng([seed, 91]), n_examples)
     device = next(model.parameters()).device
-    return torch.from_numpy(encode(bits, nodes, task.layout(removed)).tokens).to(device)  # (B, T)
+    return torch.from_numpy(encode(bits, nodes, layout).tokens).to(device), layout  # (B, T)
 
 
 @torch.no_grad()
@@ -62,7 +63,7 @@ def attention_patterns(model: torch.nn.Module, task: Parity, removed=None, n_exa
     ``removed`` (default: every thinking token blank); (L, H, T, T) with ``per_head`` (every layer
     must then have H heads). Two-channel keys (the constrained model's (T, 2T) patterns) are folded
     onto their positions."""
-    tokens = _inputs(model, task, removed, n_examples, seed)
+    tokens, _ = _inputs(model, task, removed, n_examples, seed)
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     out = []
     for layer in range(len(cache)):
@@ -113,11 +114,11 @@ def head_ablation(model: torch.nn.Module, task: Parity, n_examples: int = 512, s
     mean-ablated: its output z (``blocks.{l}.attn.hook_z``, (B, T, H, d_head)) replaced at every
     position by its mean over the ``n_examples`` inputs. 1 means the answer does not read the head;
     about 0.5 (chance for a bit) means it needs the head's input-dependent part."""
-    tokens = _inputs(model, task, None, n_examples, seed)
-    answer = task.n + task.k - 2  # the root's slot
-    base = model(tokens)[:, answer].argmax(-1)  # (B,)
+    tokens, layout = _inputs(model, task, None, n_examples, seed)
+    answer = layout.answer_pos
+    logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("attn.hook_z"))
+    base = logits[:, answer].argmax(-1)  # (B,)
     L = len(model.blocks)
-    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("attn.hook_z"))
     if len(cache) != L:
         raise InputError("head_ablation needs every block's attn.hook_z (a standard transformer)")
     rows = []
