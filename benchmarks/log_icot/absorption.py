@@ -41,7 +41,7 @@ def main() -> None:
     torch.set_num_threads(1)
     run = load_run(args.run)
     task = run.task.task
-    selected = run.step  # the per-stage pass below loads other checkpoints into run.model
+    selected = run.step
     own = head_level_mass(run.model, task, n_examples=args.examples)  # (L, H)
     kept = head_ablation(run.model, task, n_examples=args.examples)  # (L, H)
     stages = absorption_over_stages(run, n_examples=args.examples)

@@ -23,6 +23,7 @@ blocked by a config.json); a directory holding only such a failed start is start
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -87,6 +88,12 @@ class Run:
         ckpt.load_model(self.path / "checkpoints" / f"step_{step:06d}.safetensors", self.model)
         self.step = step
         return self.model
+
+    def model_at(self, step: int) -> torch.nn.Module:
+        """A copy of this run's model with the weights saved at ``step``; ``self.model`` is left as it is."""
+        model = copy.deepcopy(self.model)
+        ckpt.load_model(self.path / "checkpoints" / f"step_{step:06d}.safetensors", model)
+        return model
 
 
 def _config_record(exp: Experiment, preset: str, cfg: Any) -> dict:

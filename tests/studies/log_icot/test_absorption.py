@@ -111,7 +111,11 @@ def test_figures_of_a_constrained_logicot_run(tmp_path):
                          progress=False, report="none")
     assert res["metrics"]["n_stages"] == 2
     run = load_run(out)
+    run.load_step(run.checkpoint_steps()[0])  # weights no stage ends at
+    before = {k: v.clone() for k, v in run.model.state_dict().items()}
     stages = absorption_over_stages(run, n_examples=64, probes=False)
+    after = run.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # the stages load into copies
     assert [s["stage"] for s in stages] == list(range(len(stages))) and stages
     figs = absorption_figures(run)
     assert set(figs) == {"absorption_attention", "absorption_probes"}

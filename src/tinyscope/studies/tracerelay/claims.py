@@ -21,8 +21,10 @@ differs from another three-seed mean by about 0.8 SD in one standard error); a r
 widths is held to the range widened by two points; a paired difference to twice the SD of the
 difference (the two cells' SDs combined) or one point. Every trained claim is run at the
 ``paper`` preset (App. A, Table 2) with the paper's seeds and widths ``--set
-model.d_trace=[64,d_c,64]``; it needs a GPU: on one CPU thread a paper-size update at T = 220
-and batch 64 takes about 4 s, so a 20,000-update run takes about a day.
+model.d_trace=[64,d_c,64]``. On one CPU thread a paper-size Most-Freq update (batch 64, T <= 256)
+takes 0.6 s under bf16 autocast where the CPU computes bfloat16 natively and 1.0 s in float32
+(docs/results/tracerelay.md), so a Most-Freq run takes about an hour; the 20,000-update Equal
+Repeats ablation runs are for a GPU.
 """
 from __future__ import annotations
 
@@ -53,8 +55,10 @@ METRIC_NAMES = {ER_ON: "sequence classification", ER_OFF: "sequence classificati
                 DYCK: "token-weighted close type", MF: "exact generated ranking + EOS"}
 MIN_TOL = 0.01                # one percentage point
 
-PAPER_NOTE = ("paper preset (App. A, Table 2) and seeds 42-44; tinyscope trains in float32 without "
-              "FlashAttention (the paper: BF16, FlashAttention-2, an RTX 4090) and evaluates on its own draws "
+PAPER_NOTE = ("paper preset (App. A, Table 2) and seeds 42-44; tinyscope trains under bf16 autocast where the "
+              "machine computes bfloat16 natively and faster (train.precision, recorded in each run's results), float32 "
+              "otherwise, without FlashAttention (the paper: BF16, FlashAttention-2, an RTX 4090), and evaluates "
+              "in float32 on its own draws "
               "of the evaluation sets from the paper's seeds (20261007 validation, 20261006 final)")
 
 # ------------------------------------------------------------------ the paper's numbers
