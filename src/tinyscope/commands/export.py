@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 FORMATS = ("transformer-lens",)
+CHECK_RTOL = 1e-5  # --check refuses logits further than this from ours, relative to the largest |logit|
 
 
 def register(sub) -> None:
@@ -61,9 +62,12 @@ def cmd_export(args) -> int:
         cfg = model.cfg
         tokens = torch.randint(0, cfg.vocab_size, (4, cfg.n_ctx), generator=torch.Generator().manual_seed(0))
         with torch.no_grad():
-            diff = (load_transformer_lens(out)(tokens) - model(tokens)).abs().max().item()
-        print(f"checked:  TransformerLens's logits are within {diff:.1e} of tinyscope's "
-              f"(max |difference| over 4 x {cfg.n_ctx} random tokens)")
-        if diff > 1e-4:
-            raise RuntimeError(f"the exported model's logits differ from the run's by {diff:.1e} (> 1e-4)")
+            ours = model(tokens)  # (4, n_ctx, d_vocab_out)
+            diff = (load_transformer_lens(out)(tokens) - ours).abs().max().item()
+        scale = max(ours.abs().max().item(), 1.0)  # float32 rounds relative to the logits' size
+        print(f"checked:  TransformerLens's logits are within {diff:.1e} of tinyscope's, {diff / scale:.1e} of the "
+              f"largest |logit| ({scale:.3g}; max |difference| over 4 x {cfg.n_ctx} random tokens)")
+        if diff > CHECK_RTOL * scale:
+            raise RuntimeError(f"the exported model's logits differ from the run's by {diff:.1e}, "
+                               f"{diff / scale:.1e} of the largest |logit| (> {CHECK_RTOL:.0e})")
     return 0

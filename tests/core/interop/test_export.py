@@ -47,7 +47,9 @@ def test_the_exported_folder_loads_into_transformer_lens_and_back(tmp_path):
     bridge = load_transformer_lens(tmp_path / "x")
     tokens = torch.randint(0, 12, (4, 8), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        torch.testing.assert_close(bridge(tokens), run.model(tokens), atol=1e-5, rtol=0)
+        ours = run.model(tokens)  # (4, 8, d_vocab_out)
+        # the two compute the same sums in another order: a few float32 ulps of the largest logit
+        torch.testing.assert_close(bridge(tokens), ours, atol=1e-6 * ours.abs().max().item(), rtol=0)
     assert from_transformer_lens(bridge).cfg == run.model.cfg
 
 
@@ -56,7 +58,7 @@ def test_export_check_and_a_step(tmp_path, capsys):
     out = tmp_path / "ple"
     assert main(["export", "zoo:plus-last-even-cpu", "--to", "transformer-lens", str(out), "--check"]) == 0
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("checked:")][0]
-    assert float(line.split("within ")[1].split()[0]) < 1e-5
+    assert float(line.split(", ")[1].split()[0]) < 1e-6  # relative to the largest |logit|
     # exporting again into the same folder replaces the earlier export
     assert main(["export", "zoo:plus-last-even-cpu", "--to", "transformer-lens", str(out), "--checkpoint", "best"]) == 0
 
