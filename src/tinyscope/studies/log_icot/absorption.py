@@ -186,7 +186,7 @@ def absorption_over_stages(run, n_examples: int = 512, probes: bool = True) -> l
     """Per stage of a parity run: attention patterns, the level-mass table and the probe table,
     all in the final (all-blank) layout, for the model at the end of the stage, run at that stage's
     depth (``grow_depth`` runs skip the layers a stage did not train: their rows are NaN). Each
-    stage's weights go into a copy (:meth:`RunDir.model_at`): ``run.model`` is left as it is."""
+    stage's weights go into a copy (:meth:`Run.model_at`): ``run.model`` is left as it is."""
     task = run.task.task if hasattr(run.task, "curriculum") else run.task
     out = []
     for stage, step in stage_end_steps(run.metrics(), run.checkpoint_steps()).items():
