@@ -23,8 +23,8 @@ difference (the two cells' SDs combined) or one point. Every trained claim is ru
 ``paper`` preset (App. A, Table 2) with the paper's seeds and widths ``--set
 model.d_trace=[64,d_c,64]``. On one CPU thread a paper-size Most-Freq update (batch 64, T <= 256)
 takes 0.5-0.75 s under bf16 autocast where the CPU computes bfloat16 natively and 1.0 s in
-float32 (docs/results/tracerelay.md), so a Most-Freq run of 6,000-8,000 updates takes 1-1.5 h;
-the 20,000-update Equal Repeats ablation runs are for a GPU.
+float32 (docs/results/tracerelay.md); a Most-Freq run had not met the two-pass stop after
+10,000 updates (about 2 h), and the 20,000-update Equal Repeats ablation runs are for a GPU.
 """
 from __future__ import annotations
 
