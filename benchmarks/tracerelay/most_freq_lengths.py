@@ -8,7 +8,9 @@ share of first outputs that name the symbol of each true rank (rank 1 = most fre
 ``--kept-gaps`` the sources longer than the training maximum keep its relative count gaps
 (``task.gaps_from``: count differences scaled with T); with ``--kept-differences`` they keep
 its count *differences* (a draw at the training maximum plus the same offset for every symbol,
-the remainder to the most frequent ones, so no gap shrinks).
+the remainder to the most frequent ones, so no gap shrinks); with ``--balanced-lineages`` the
+plain counts are dealt so that every residue class mod W (a relay lineage) holds each symbol
+floor(c/W) or ceil(c/W) times, removing the lineages' own count noise (about sqrt(c/W)).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/tracerelay/most_freq_lengths.py RUN --checkpoint best \
         --lengths 192 256 288 320 384 448 512 768 1024 --n 256
@@ -41,12 +43,30 @@ def kept_difference_set(task: MostFreq, T: int, n: int, seed: int, reference: in
     return task.batch(src, rank)
 
 
+def balanced_lineage_set(task: MostFreq, T: int, n: int, seed: int, W: int):
+    """``n`` plain-sampler sources of length ``T`` reordered so that positions t = r mod W hold each
+    symbol floor(c/W) or ceil(c/W) times: the symbols sorted, dealt round-robin to the W residue
+    classes, each class shuffled."""
+    rng = eval_rng(seed, T, FRESH_STREAM)
+    src, rank = task.sources(rng, n, T)  # (n, T), (n, V)
+    out = np.empty_like(src)
+    for i in range(n):
+        dealt = np.sort(src[i])  # (T,) the multiset, by symbol
+        for r in range(W):
+            out[i, r::W] = rng.permutation(dealt[r::W])
+    return task.batch(out, rank)
+
+
 @torch.no_grad()
-def by_length(model, task: MostFreq, T: int, n: int, seed: int, bs: int = 64, kept_differences: bool = False) -> dict:
+def by_length(model, task: MostFreq, T: int, n: int, seed: int, bs: int = 64, kind: str = "plain") -> dict:
     """Teacher-forced exact, top-1 and the first output's true-rank shares at length ``T``."""
     reference = task.cfg.max_len
-    batch = (kept_difference_set(task, T, n, seed, reference) if kept_differences and T > reference
-             else task.eval_set(T, n, seed, stream=FRESH_STREAM))
+    if kind == "kept-differences" and T > reference:
+        batch = kept_difference_set(task, T, n, seed, reference)
+    elif kind == "balanced-lineages":
+        batch = balanced_lineage_set(task, T, n, seed, model.cfg.stride)
+    else:
+        batch = task.eval_set(T, n, seed, stream=FRESH_STREAM)
     V = task.cfg.V
     exact, first = [], []
     for i in range(0, n, bs):
@@ -106,6 +126,8 @@ def main() -> None:
     kind.add_argument("--kept-gaps", action="store_true", help="sources past the training maximum keep its relative gaps")
     kind.add_argument("--kept-differences", action="store_true",
                       help="sources past the training maximum keep its count differences")
+    kind.add_argument("--balanced-lineages", action="store_true",
+                      help="every relay lineage (position mod W) holds each symbol c/W times, rounded")
     args = ap.parse_args()
     torch.set_num_threads(1)
     which = int(args.checkpoint) if args.checkpoint.isdigit() else args.checkpoint
@@ -117,11 +139,14 @@ def main() -> None:
     V = task.cfg.V
     print(f"{run.experiment.name} step {run.step}; {args.n} fresh sources per length (seed {args.seed})"
           f"{'; kept gaps of T = ' + str(task.cfg.max_len) if args.kept_gaps else ''}"
-          f"{'; kept count differences of T = ' + str(task.cfg.max_len) if args.kept_differences else ''}")
+          f"{'; kept count differences of T = ' + str(task.cfg.max_len) if args.kept_differences else ''}"
+          f"{'; lineage-balanced order' if args.balanced_lineages else ''}")
+    kind = ("kept-differences" if args.kept_differences else "balanced-lineages" if args.balanced_lineages
+            else "plain")
     ranks = " ".join(f"r{k + 1:<4}" for k in range(V)) + " none"
     print(f"{'T':>5} {'gap':>6} {'exact':>6} {'top1':>6}  first output's true rank:  {ranks}")
     for T in args.lengths:
-        m = by_length(model, task, T, args.n, args.seed, kept_differences=args.kept_differences)
+        m = by_length(model, task, T, args.n, args.seed, kind=kind)
         shares = " ".join(f"{s:5.2f}" for s in m["first_rank_share"])
         print(f"{T:>5} {m['median_relative_gap']:6.3f} {100 * m['exact']:6.1f} {100 * m['top1']:6.1f}  "
               f"{' ' * 27}{shares}")
