@@ -38,8 +38,7 @@ def kept_difference_set(task: MostFreq, T: int, n: int, seed: int, reference: in
     for i in range(n):
         counts = separated_counts(rng, V, task.cfg.gap, reference) + offset  # (V,) increasing
         counts[V - rest:] += 1
-        labels = rng.permutation(V)
-        src[i], rank[i] = rng.permutation(np.repeat(labels, counts)), labels[::-1]
+        src[i], rank[i] = task.arrange(rng, counts)
     return task.batch(src, rank)
 
 

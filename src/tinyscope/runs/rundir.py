@@ -85,15 +85,20 @@ class Run:
 
     def load_step(self, step: int) -> torch.nn.Module:
         """Load the weights saved at ``step`` into this run's model and return it."""
-        ckpt.load_model(self.path / "checkpoints" / f"step_{step:06d}.safetensors", self.model)
+        ckpt.load_model(step_file(self.path, step), self.model)
         self.step = step
         return self.model
 
     def model_at(self, step: int) -> torch.nn.Module:
         """A copy of this run's model with the weights saved at ``step``; ``self.model`` is left as it is."""
         model = copy.deepcopy(self.model)
-        ckpt.load_model(self.path / "checkpoints" / f"step_{step:06d}.safetensors", model)
+        ckpt.load_model(step_file(self.path, step), model)
         return model
+
+
+def step_file(run_dir: Path, step: int) -> Path:
+    """The weights a run saved at ``step`` (the trainer's ``checkpoints/step_NNNNNN.safetensors``)."""
+    return run_dir / "checkpoints" / f"step_{step:06d}.safetensors"
 
 
 def _config_record(exp: Experiment, preset: str, cfg: Any) -> dict:
@@ -452,7 +457,7 @@ def load_run(path: str | Path, which: str | int = "best") -> Run:
             raise CheckpointError(f"{path} has no checkpoint yet")
     else:
         step = int(which)
-        ckpt.load_model(path / "checkpoints" / f"step_{step:06d}.safetensors", model)
+        ckpt.load_model(step_file(path, step), model)
     model.eval()
     return Run(path, exp, preset, cfg, task, model, step, stage)
 

@@ -325,10 +325,14 @@ class MostFreq:
         for i in range(n):
             counts = (scaled_counts(rng, V, self.cfg.gap, T, gaps_from) if scaled
                       else separated_counts(rng, V, self.cfg.gap, T))  # increasing
-            labels = rng.permutation(V)  # symbol labels[j] gets counts[j]
-            src[i] = rng.permutation(np.repeat(labels, counts))
-            rank[i] = labels[::-1]  # descending count; counts are distinct, so no tie rule
+            src[i], rank[i] = self.arrange(rng, counts)
         return src, rank
+
+    def arrange(self, rng: np.random.Generator, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One source with distinct increasing ``counts`` (V,): symbols assigned to the counts at
+        random, tokens in random order; returns it (T,) and its ranking (V,)."""
+        labels = rng.permutation(self.cfg.V)  # symbol labels[j] gets counts[j]
+        return rng.permutation(np.repeat(labels, counts)), labels[::-1]  # distinct counts: no tie rule
 
     def batch(self, src: np.ndarray, rank: np.ndarray) -> Batch:
         """Teacher-forced sequences: source, SEP, ranking; targets ranking + EOS from SEP on."""
