@@ -98,7 +98,7 @@ class Run:
 
 def step_file(run_dir: Path, step: int) -> Path:
     """The weights a run saved at ``step`` (the trainer's ``checkpoints/step_NNNNNN.safetensors``)."""
-    return run_dir / "checkpoints" / f"step_{step:06d}.safetensors"
+    return run_dir / "checkpoints" / ckpt.step_name(step)
 
 
 def _config_record(exp: Experiment, preset: str, cfg: Any) -> dict:

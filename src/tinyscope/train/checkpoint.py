@@ -43,6 +43,11 @@ from safetensors.torch import save as st_save
 from tinyscope.errors import CheckpointError
 
 
+def step_name(step: int) -> str:
+    """The file name of the weights saved at ``step`` in a run's ``checkpoints/`` folder."""
+    return f"step_{step:06d}.safetensors"
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

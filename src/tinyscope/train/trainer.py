@@ -306,7 +306,7 @@ class Trainer:
         if not self.writes:
             return
         if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
-            ckpt.save_model(self.ckpt_dir / f"step_{self.step:06d}.safetensors", self.model, step=self.step)
+            ckpt.save_model(self.ckpt_dir / ckpt.step_name(self.step), self.model, step=self.step)
         ckpt.save_training_state(self.ckpt_dir / "resume.safetensors", self.model, self.opt, self._trainer_state())
         ckpt.atomic_write_json(self.ckpt_dir / CLOCK_FILE, {"step": self.step, "wall_time": round(self.wall_time, 3)})
         self.saved_step = self.step

@@ -222,7 +222,7 @@ def import_checkpoints(path: str | Path, out: str | Path, final_step: int | None
         ckpt.atomic_write_json(out / "config.json", _config_record(exp, "paper", cfg))
         for step, state in states.items():
             model.load_state_dict(state, strict=True)
-            ckpt.save_model(out / "checkpoints" / f"step_{step:06d}.safetensors", model, step=step)
+            ckpt.save_model(out / "checkpoints" / ckpt.step_name(step), model, step=step)
         model.load_state_dict(states[last], strict=True)
         ckpt.save_model(out / "checkpoints" / "best.safetensors", model, step=last, metrics=metrics)
         lines = [json.dumps(r) for r in history_records(meta)]
