@@ -34,6 +34,28 @@ def test_config_rejects_acausal_stride():
         TraceRelayConfig(right_window=8, stride=8)
 
 
+def test_embed_init_onehot_linear_is_nn_linear_start_and_leaves_the_layers():
+    """"onehot_linear" starts the (V, H) table as nn.Linear(V, H) would, U(+-1/sqrt V), and only
+    the table: the same seed gives the same layers as "normal"."""
+    def build(init):
+        torch.manual_seed(3)
+        return TraceRelay(TraceRelayConfig(vocab_size=8, n_out=6, d_trace=[64, 16, 64], embed_init=init))
+    normal, linear = build("normal"), build("onehot_linear")
+    w = linear.embed.weight
+    assert w.abs().max() <= 1 / math.sqrt(8)
+    assert abs(w.std().item() - 1 / math.sqrt(3 * 8)) < 0.02  # uniform on +-b has SD b / sqrt 3
+    assert normal.embed.weight.std().item() > 0.9
+    assert not torch.equal(w, normal.embed.weight)
+    for (name, a), (_, b) in zip(normal.named_parameters(), linear.named_parameters()):
+        if name != "embed.weight":
+            assert torch.equal(a, b), name
+
+
+def test_config_rejects_unknown_embed_init():
+    with pytest.raises(ConfigError, match="embed_init='xavier' must be one of normal, onehot_linear"):
+        TraceRelayConfig(embed_init="xavier")
+
+
 @pytest.mark.parametrize("inherit", [True, False])
 def test_fast_path_matches_reference(inherit):
     model = small(inherit)

@@ -14,6 +14,13 @@ W > R, and RMSNorm where Sec. 2.1 puts it (before Right, before Left, before the
 Every map is bias-free. The model: a one-hot (bias-free) input projection V -> H, the layers,
 a final RMSNorm and an output head with bias (Sec. 3; parameter counts of Table 5).
 
+Initialization, which the paper does not state: every map is PyTorch's default for its module.
+The input projection is stored as an embedding table (V, H); ``embed_init`` chooses its start:
+``"normal"``, N(0, 1), ``nn.Embedding``'s default, or ``"onehot_linear"``, U(-1/sqrt(V), 1/sqrt(V)),
+what ``nn.Linear(V, H, bias=False)`` applied to one-hot symbols starts from (Sec. 3's "one-hot
+symbols, a bias-free input projection"). The two differ only in that table (``"onehot_linear"``
+redraws it after every other weight, so one seed gives both the same layers).
+
 Execution: the fast path uses banded local attention (O(T * window)) and the stride-wise
 cumulative-sum phase scan; ``use_reference(True)`` switches to dense-mask attention and the
 per-position loop. ``prefill(tokens)`` returns a :class:`RelayState` whose size is fixed
@@ -59,6 +66,9 @@ from tinyscope.studies.tracerelay.ops.local_attention import (
 from tinyscope.studies.tracerelay.ops.phase_scan import phase_scan, phase_scan_reference, wrap
 
 
+EMBED_INITS = ("normal", "onehot_linear")
+
+
 @dataclass
 class TraceRelayConfig:
     """Geometry of a TraceRelay model; defaults are the paper's (Sec. 3) at d_c = 64."""
@@ -75,6 +85,7 @@ class TraceRelayConfig:
     alpha: float = math.pi                                      # phase-update scale
     inherit: bool = True                                        # False: the no-inheritance ablation
     norm_eps: float = 1e-6
+    embed_init: str = "normal"                                  # "normal" N(0,1) | "onehot_linear" U(+-1/sqrt V)
 
     def __post_init__(self):
         if isinstance(self.d_trace, int):
@@ -93,6 +104,8 @@ class TraceRelayConfig:
         check(self.stride > self.right_window,
               f"model.stride={self.stride} must exceed model.right_window={self.right_window} (causality: W > R)")
         check(self.alpha > 0, f"model.alpha={self.alpha} must be > 0")
+        check(self.embed_init in EMBED_INITS,
+              f"model.embed_init={self.embed_init!r} must be one of {', '.join(EMBED_INITS)}")
 
     @property
     def n_layers(self) -> int:
@@ -305,6 +318,9 @@ class TraceRelay(HookedModule):
         self.dense_attention = False
         self.loop_scan = False
         self.hook_embed = HookPoint()
+        if cfg.embed_init == "onehot_linear":  # after every other weight: the layers match "normal"'s
+            bound = 1 / math.sqrt(cfg.vocab_size)
+            nn.init.uniform_(self.embed.weight, -bound, bound)
         self.setup_hooks()
 
     def use_reference(self, on: bool = True, attention: bool = True, scan: bool = True) -> "TraceRelay":
