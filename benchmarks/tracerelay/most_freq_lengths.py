@@ -12,6 +12,14 @@ the remainder to the most frequent ones, so no gap shrinks); with ``--balanced-l
 plain counts are dealt so that every residue class mod W (a relay lineage) holds each symbol
 floor(c/W) or ceil(c/W) times, removing the lineages' own count noise (about sqrt(c/W)).
 
+``--rescale-increments L ...`` is an intervention: at a length T past the training maximum
+T_max, the relay increments of layers L ("all" for every layer) are multiplied by T_max / T
+(:func:`~tinyscope.studies.tracerelay.analysis.scaled_increments`), so each lineage's accumulated phase has the size it has at
+T_max. With ``--kept-gaps`` (counts exactly T / T_max times a T_max draw) that gives the phases
+of a training-length source with the same composition; if the model then recovers its ID
+accuracy, the collapse comes from the size of the accumulated phases (their length part) and
+nothing else in the network depends on the length.
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/tracerelay/most_freq_lengths.py RUN --checkpoint best \
         --lengths 192 256 288 320 384 448 512 768 1024 --n 256
 """
@@ -24,7 +32,7 @@ import numpy as np
 import torch
 
 from tinyscope.runs.rundir import load_run
-from tinyscope.studies.tracerelay.analysis import COUNT_LIKE_R2, TWO_PI, count_fit, prompt_phases
+from tinyscope.studies.tracerelay.analysis import COUNT_LIKE_R2, TWO_PI, count_fit, prompt_phases, scaled_increments
 from tinyscope.studies.tracerelay.experiment import FRESH_STREAM
 from tinyscope.studies.tracerelay.task import MostFreq, eval_rng, relative_gaps, separated_counts
 
@@ -57,9 +65,12 @@ def balanced_lineage_set(task: MostFreq, T: int, n: int, seed: int, W: int):
 
 
 @torch.no_grad()
-def by_length(model, task: MostFreq, T: int, n: int, seed: int, bs: int = 64, kind: str = "plain") -> dict:
-    """Teacher-forced exact, top-1 and the first output's true-rank shares at length ``T``."""
+def by_length(model, task: MostFreq, T: int, n: int, seed: int, bs: int = 64, kind: str = "plain",
+              rescale_layers: list[int] = ()) -> dict:
+    """Teacher-forced exact, top-1 and the first output's true-rank shares at length ``T``; past
+    the training maximum, the increments of ``rescale_layers`` times T_max / T."""
     reference = task.cfg.max_len
+    scale = reference / T if T > reference else 1.0
     if kind == "kept-differences" and T > reference:
         batch = kept_difference_set(task, T, n, seed, reference)
     elif kind == "balanced-lineages":
@@ -71,7 +82,8 @@ def by_length(model, task: MostFreq, T: int, n: int, seed: int, bs: int = 64, ki
     for i in range(0, n, bs):
         tokens = torch.as_tensor(batch.tokens[i:i + bs])  # (b, T + V + 1)
         targets = torch.as_tensor(batch.targets[i:i + bs])[:, T:]  # (b, V + 1)
-        pred = model(tokens)[:, T:].argmax(-1)  # (b, V + 1)
+        with scaled_increments(model, list(rescale_layers), scale):
+            pred = model(tokens)[:, T:].argmax(-1)  # (b, V + 1)
         exact.append((pred == targets).all(1).numpy())
         first.append(pred[:, 0].numpy())
     exact, first = np.concatenate(exact), np.concatenate(first)  # (n,), (n,)
@@ -127,6 +139,8 @@ def main() -> None:
                       help="sources past the training maximum keep its count differences")
     kind.add_argument("--balanced-lineages", action="store_true",
                       help="every relay lineage (position mod W) holds each symbol c/W times, rounded")
+    ap.add_argument("--rescale-increments", nargs="+", default=[], metavar="L",
+                    help="past the training maximum, scale these layers' relay increments by T_max / T ('all': every layer)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     which = int(args.checkpoint) if args.checkpoint.isdigit() else args.checkpoint
@@ -135,17 +149,22 @@ def main() -> None:
     if args.kept_gaps:
         task = MostFreq(dataclasses.replace(task.cfg, gaps_from=task.cfg.max_len))
     model = run.model.eval()
+    n_layers = model.cfg.n_layers
+    rescale = list(range(n_layers)) if args.rescale_increments == ["all"] else [int(x) for x in args.rescale_increments]
+    if any(not 0 <= layer < n_layers for layer in rescale):
+        raise SystemExit(f"--rescale-increments: layers are 0..{n_layers - 1} or 'all', got {args.rescale_increments}")
     V = task.cfg.V
     print(f"{run.experiment.name} step {run.step}; {args.n} fresh sources per length (seed {args.seed})"
           f"{'; kept gaps of T = ' + str(task.cfg.max_len) if args.kept_gaps else ''}"
           f"{'; kept count differences of T = ' + str(task.cfg.max_len) if args.kept_differences else ''}"
-          f"{'; lineage-balanced order' if args.balanced_lineages else ''}")
+          f"{'; lineage-balanced order' if args.balanced_lineages else ''}"
+          f"{'; increments of layers ' + str(rescale) + ' times T_max / T' if rescale else ''}")
     kind = ("kept-differences" if args.kept_differences else "balanced-lineages" if args.balanced_lineages
             else "plain")
     ranks = " ".join(f"r{k + 1:<4}" for k in range(V)) + " none"
     print(f"{'T':>5} {'gap':>6} {'exact':>6} {'top1':>6}  first output's true rank:  {ranks}")
     for T in args.lengths:
-        m = by_length(model, task, T, args.n, args.seed, kind=kind)
+        m = by_length(model, task, T, args.n, args.seed, kind=kind, rescale_layers=rescale)
         shares = " ".join(f"{s:5.2f}" for s in m["first_rank_share"])
         print(f"{T:>5} {m['median_relative_gap']:6.3f} {100 * m['exact']:6.1f} {100 * m['top1']:6.1f}  "
               f"{' ' * 27}{shares}")

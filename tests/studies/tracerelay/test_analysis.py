@@ -1,5 +1,5 @@
 """The Most-Freq OOD diagnosis: unwrapped phases against the model's wrapped ones, the count
-fit, the aliasing measure by hand, and the three analyses on a smoke run."""
+fit, the aliasing measure by hand, the increment rescaling, and the analyses on a smoke run."""
 import math
 
 import numpy as np
@@ -9,7 +9,15 @@ from matplotlib.figure import Figure
 
 from tinyscope.runs.experiment import AnalysisOptions
 from tinyscope.runs.rundir import load_run, run_experiment
-from tinyscope.studies.tracerelay.analysis import ANALYSES, aliasing, count_fit, prompt_phases, unwrapped_phase
+from tinyscope.studies.tracerelay.analysis import (
+    ANALYSES,
+    aliasing,
+    count_fit,
+    prompt_phases,
+    rescale_variants,
+    scaled_increments,
+    unwrapped_phase,
+)
 from tinyscope.studies.tracerelay.model import TraceRelay, TraceRelayConfig
 from tinyscope.studies.tracerelay.ops.phase_scan import phase_scan_reference
 from tinyscope.studies.tracerelay.task import MostFreq, MostFreqConfig
@@ -61,6 +69,29 @@ def test_aliasing_by_hand():
     assert wide["turns"] == pytest.approx(2 * 0.99, abs=0.01)
 
 
+def test_scaled_increments_scale_one_layer_in_forward_and_step_and_restore():
+    torch.manual_seed(2)
+    model = TraceRelay(TraceRelayConfig(vocab_size=6, n_out=4, d_model=16, d_trace=[8, 8, 8], n_heads=2, d_ffn=32,
+                                        left_window=3, right_window=1, stride=2)).double().eval()
+    tokens = torch.randint(0, 6, (2, 30), generator=torch.Generator().manual_seed(4))
+    names = [f"blocks.{l}.relay.hook_increment" for l in range(3)]
+    plain, before = model.run_with_cache(tokens, names_filter=lambda n: n in names)
+    with scaled_increments(model, [1], 0.25):
+        scaled, during = model.run_with_cache(tokens, names_filter=lambda n: n in names)
+        state = model.prefill(tokens[:, :20])
+        for t in range(20, 30):
+            logits, state = model.step(tokens[:, t], state)
+        assert torch.allclose(logits, scaled[:, -1], atol=1e-10)  # decoding sees the scaling too
+    assert torch.equal(during[names[0]], before[names[0]])  # layer 0 is upstream and untouched
+    # layer 1's writer reads layer 0's output (Right does not read its own layer's phase): exactly scaled
+    assert torch.allclose(during[names[1]], 0.25 * before[names[1]], atol=1e-12)
+    assert not torch.allclose(scaled, plain)
+    assert all(b.relay.alpha == math.pi for b in model.blocks)  # restored
+    assert torch.equal(model(tokens), plain)
+    assert rescale_variants(3) == {"none": [], "layer 0": [0], "layer 1": [1], "layer 2": [2],
+                                   "layers 0-1": [0, 1], "layers 0-2": [0, 1, 2]}
+
+
 def test_most_freq_analyses_on_a_smoke_run(tmp_path):
     run_experiment("tracerelay-most-freq", "smoke", out=tmp_path / "mf", progress=False, report="none",
                    overrides=["train.steps=2"])
@@ -75,5 +106,8 @@ def test_most_freq_analyses_on_a_smoke_run(tmp_path):
     assert phase["lengths"] == [8, 12, 24, 2048] and len(phase["layers"]) == 3
     assert all(rec["by_length"][str(T)]["wrap_check"] < 1e-3 for rec in phase["layers"] for T in phase["lengths"])
     assert set(res.numbers["precision"]["24"]) == {"fp32", "bf16"}
-    assert set(res.figures) == {"kept_gaps", "phase_traces", "phase_vs_count", "phase_aliasing"}
+    resc = res.numbers["rescaled"]
+    assert resc["reference"] == 12 and set(resc["by_length"]) == {"24"}
+    assert set(resc["by_length"]["24"]["kept"]) == set(rescale_variants(3))
+    assert set(res.figures) == {"kept_gaps", "phase_traces", "phase_vs_count", "phase_aliasing", "rescaled"}
     assert all(isinstance(f, Figure) for f in res.figures.values())

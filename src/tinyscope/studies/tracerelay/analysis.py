@@ -1,4 +1,4 @@
-"""Most-Freq out-of-distribution diagnosis (`tinyscope analyze RUN`, issue 25): three
+"""Most-Freq out-of-distribution diagnosis (`tinyscope analyze RUN`, issue 25): four
 measurements that separate the candidate causes of the collapse beyond the training lengths.
 
 ``kept_gaps``: greedy exact and top-1 on the run's own final sets at the OOD lengths against
@@ -21,12 +21,23 @@ percentiles over ID lengths) whose wrap into ``[lo, lo + 2 pi)`` lands inside ``
 reads as an ID phase of another count. Reported per length: the span in turns
 (99.5 - 0.5 percentile over 2 pi), the fraction outside the ID range and the aliased fraction.
 
+``rescaled``: an intervention. At an OOD length T the increments of chosen layers are multiplied
+by T_ref / T (T_ref the longest ID length; :func:`scaled_increments` scales alpha, so greedy
+decoding sees it too), so every lineage's accumulated phase keeps the size it has at T_ref.
+Greedy exact and top-1 on the plain and the kept-gap final sets with no layer, each layer alone,
+the first k layers, and all layers rescaled. On kept-gap sets (counts T / T_ref times a T_ref
+draw) rescaling every layer gives the phases of a training-length source of the same
+composition: if the ID accuracy comes back, the collapse is the size of the accumulated phases
+and nothing else in the network depends on the length; the layers whose rescaling alone
+restores most of it are where the length enters.
+
 ``precision``: the selected model evaluated in float32 and under bfloat16 autocast (the
 paper's evaluation precision): exact accuracy and teacher-forced / greedy disagreements.
 Training precision is the run's ``train.precision`` (``--set train.precision=bf16``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 
@@ -37,7 +48,7 @@ from tinyscope.models.utils import device_of
 from tinyscope.studies.tracerelay.scoring import score_most_freq
 from tinyscope.studies.tracerelay.task import MostFreq, relative_gaps
 
-ANALYSES = ("kept_gaps", "phase", "precision")
+ANALYSES = ("kept_gaps", "phase", "rescaled", "precision")
 TWO_PI = 2 * math.pi
 COUNT_LIKE_R2 = 0.9       # a channel whose total increment the counts explain this well is count-like
 RANGE_Q = (0.5, 99.5)     # percentiles that bound the ID range of a phase
@@ -159,6 +170,50 @@ def kept_gap_analysis(exp, cfg, task: MostFreq, model, n: int) -> dict:
             m = score_most_freq(model, t, batch, cfg.eval.batch_size)
             row[name] = {"exact": m["acc"], "top1": m["top1"], "set_exact": m["set_exact"],
                          "median_relative_gap": float(np.median(relative_gaps(counts)))}
+        out["by_length"][str(T)] = row
+    return out
+
+
+@contextlib.contextmanager
+def scaled_increments(model, layers: list[int], scale: float):
+    """Within the block, the relay increments of ``layers`` are ``scale`` times their value
+    (Eq. 1's alpha scaled: the parallel forward and ``step`` alike); restored on exit."""
+    relays = [model.blocks[layer].relay for layer in layers]
+    saved = [r.alpha for r in relays]
+    try:
+        for r in relays:
+            r.alpha = r.alpha * scale
+        yield model
+    finally:
+        for r, alpha in zip(relays, saved):
+            r.alpha = alpha
+
+
+def rescale_variants(n_layers: int) -> dict[str, list[int]]:
+    """The layer sets the ``rescaled`` analysis tries: none, each layer, the first k, all."""
+    variants = {"none": []} | {f"layer {l}": [l] for l in range(n_layers)}
+    for k in range(2, n_layers + 1):
+        variants[f"layers 0-{k - 1}"] = list(range(k))
+    return variants
+
+
+@torch.no_grad()
+def rescaled_analysis(exp, cfg, task: MostFreq, model, n: int) -> dict:
+    """Greedy exact and top-1 at each OOD length on the plain and kept-gap final sets with the
+    increments of each :func:`rescale_variants` set scaled by T_ref / T (module docstring)."""
+    ref = max(cfg.eval.id_lengths)
+    kept_task = MostFreq(dataclasses.replace(task.cfg, gaps_from=ref))
+    variants = rescale_variants(model.cfg.n_layers)
+    out = {"reference": ref, "variants": variants, "by_length": {}}
+    for T in sorted(L for L in cfg.eval.ood_lengths if L > ref):
+        row = {}
+        for name, t in (("plain", task), ("kept", kept_task)):
+            batch = exp.final_set(cfg, t, T, n)
+            row[name] = {}
+            for label, layers in variants.items():
+                with scaled_increments(model, layers, ref / T):
+                    m = score_most_freq(model, t, batch, cfg.eval.batch_size)
+                row[name][label] = {"exact": m["acc"], "top1": m["top1"]}
         out["by_length"][str(T)] = row
     return out
 

@@ -255,7 +255,8 @@ class TraceRelayExperiment(Experiment):
         return views
 
     def analyses(self) -> tuple[str, ...]:
-        """Most-Freq's OOD diagnosis (:mod:`.analysis`): kept-gap sets, phase aliasing, bf16 evaluation."""
+        """Most-Freq's OOD diagnosis (:mod:`.analysis`): kept-gap sets, phase aliasing, rescaled
+        increments, bf16 evaluation."""
         from tinyscope.studies.tracerelay.analysis import ANALYSES
 
         return ANALYSES if self.spec is MOST_FREQ else ()
@@ -267,6 +268,7 @@ class TraceRelayExperiment(Experiment):
             kept_gap_figure,
             phase_count_figure,
             phase_trace_figure,
+            rescaled_figure,
         )
 
         if self.spec is not MOST_FREQ:
@@ -290,6 +292,13 @@ class TraceRelayExperiment(Experiment):
                 phase_traces="unwrapped phase of each layer's most count-like channel against the position",
                 phase_vs_count="lineage-end phases against the ID count fit; shaded: ID range, dashed: one turn away",
                 phase_aliasing="span (turns) and aliased fraction of the count-like channels by length")
+        if "rescaled" in options.only:
+            numbers = analysis.rescaled_analysis(self, cfg, task, model, n)
+            result.numbers["rescaled"] = numbers
+            result.figures["rescaled"] = rescaled_figure(numbers)
+            result.captions["rescaled"] = (f"greedy exact at the OOD lengths with the relay increments of each layer set "
+                                           f"multiplied by T_ref / T (T_ref = {numbers['reference']}); hatched: "
+                                           "kept-gap sets")
         if "precision" in options.only:
             result.numbers["precision"] = analysis.precision_analysis(self, cfg, task, model, n)
         return result

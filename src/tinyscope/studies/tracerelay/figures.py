@@ -173,6 +173,29 @@ def kept_gap_figure(numbers: dict, title: str = "Most-Freq: plain vs kept-gap ev
     return fig
 
 
+def rescaled_figure(numbers: dict, title: str = "Most-Freq: increments rescaled by T_ref / T") -> "Figure":
+    """Greedy exact accuracy at each OOD length with each set of layers' increments rescaled,
+    on the plain sets (solid bars) and the kept-gap sets (hatched)."""
+    from tinyscope.interp.mpl import plt
+
+    rows, labels = numbers["by_length"], list(numbers["variants"])
+    Ts = sorted(int(T) for T in rows)
+    fig, axes = plt.subplots(1, len(Ts), figsize=(3.6 * len(Ts), 3.3), sharey=True, squeeze=False)
+    width = 0.4
+    for ax, T in zip(axes[0], Ts):
+        for k, (name, hatch) in enumerate((("plain", None), ("kept", "//"))):
+            xs = [i + (k - 0.5) * width for i in range(len(labels))]
+            ax.bar(xs, [100 * rows[str(T)][name][v]["exact"] for v in labels], width, hatch=hatch,
+                   color=f"C{k}", label="plain sampler" if name == "plain" else f"kept gaps of T={numbers['reference']}")
+        ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=7)
+        ax.set(title=f"T = {T}", ylim=(0, 102))
+    axes[0][0].set_ylabel("greedy exact (%)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 # ----------------------------------------------------------------------------- over runs and seeds
 def _width(run) -> int:
     widths = run.value("model.d_trace")

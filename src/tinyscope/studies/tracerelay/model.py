@@ -65,7 +65,6 @@ from tinyscope.studies.tracerelay.ops.local_attention import (
 )
 from tinyscope.studies.tracerelay.ops.phase_scan import phase_scan, phase_scan_reference, wrap
 
-
 EMBED_INITS = ("normal", "onehot_linear")
 
 
