@@ -86,6 +86,15 @@ def muon_update(p: torch.Tensor, grad: torch.Tensor, buf: torch.Tensor, *, lr: f
     p.mul_(1 - lr * weight_decay).add_(update.to(p.dtype), alpha=-lr * math.sqrt(max(1.0, p.shape[0] / p.shape[1])))
 
 
+def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups for ``train.decay="matrices"``: ``weight_decay`` on the parameters with
+    ndim >= 2 (linear weights, embedding tables), none on the rest (biases, norm gains)."""
+    params = list(model.parameters())  # shared parameters once
+    groups = [dict(params=[p for p in params if p.ndim >= 2], weight_decay=weight_decay),
+              dict(params=[p for p in params if p.ndim < 2], weight_decay=0.0)]
+    return [g for g in groups if g["params"]]
+
+
 def muon_param_groups(model: nn.Module, *, muon_lr: float, adam_lr: float, min_dim: int = 32) -> list[dict]:
     """Two parameter groups: Muon for ``nn.Linear`` weights with min(out, in) >= ``min_dim``,
     AdamW for the rest. Parameters shared between modules are counted once."""

@@ -193,3 +193,48 @@ def test_a_killed_muon_run_resumes_exactly(tmp_path, kill_run_at):
     lines = lambda d: [ln for ln in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in ln]  # noqa: E731
     strip = lambda ln: {k: v for k, v in json.loads(ln).items() if k != "time"}  # noqa: E731
     assert [strip(x) for x in lines(out)] == [strip(x) for x in lines(tmp_path / "full")]
+
+
+def _decay_net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Embedding(5, 8), nn.Linear(8, 8), nn.LayerNorm(8), nn.Linear(8, 3))
+
+
+@pytest.mark.parametrize("decay", ["all", "matrices"])
+def test_train_decay_chooses_which_parameters_adamw_decays(decay):
+    """With a zero gradient an AdamW step only decays: p <- p (1 - lr wd). ``matrices`` decays
+    the ndim >= 2 parameters (embedding, linear weights) and leaves biases and norm gains."""
+    from types import SimpleNamespace
+
+    from tinyscope.train.trainer import Trainer
+
+    net = _decay_net()
+    before = copy.deepcopy(net.state_dict())
+    opt = Trainer._optimizer(SimpleNamespace(cfg=TrainConfig(lr=0.1, weight_decay=0.5, decay=decay)), net)
+    for p in net.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    for name, p in net.named_parameters():
+        decayed = decay == "all" or p.ndim >= 2
+        expected = before[name] * (1 - 0.1 * 0.5) if decayed else before[name]
+        assert torch.allclose(p.detach(), expected), name
+    assert decay == "all" or any(p.ndim < 2 for p in net.parameters())
+
+
+def test_train_decay_refuses_what_it_cannot_do():
+    with pytest.raises(ConfigError, match="train.decay='some' is not allowed"):
+        TrainConfig(decay="some")
+    with pytest.raises(ConfigError, match="train.decay='matrices' applies to train.optimizer=adamw only"):
+        TrainConfig(decay="matrices", optimizer="muon")
+
+
+def test_train_decay_leaves_a_model_its_own_groups():
+    from types import SimpleNamespace
+
+    from tinyscope.train.trainer import Trainer
+
+    net = _decay_net()
+    net.optimizer_groups = lambda lr, wd: [dict(params=list(net.parameters()), weight_decay=wd)]
+    with pytest.raises(ConfigError, match="chooses its own weight-decay groups"):
+        Trainer._optimizer(SimpleNamespace(cfg=TrainConfig(decay="matrices")), net)
+    assert Trainer._optimizer(SimpleNamespace(cfg=TrainConfig()), net).param_groups[0]["weight_decay"] == 0.01
