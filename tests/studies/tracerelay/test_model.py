@@ -51,6 +51,21 @@ def test_embed_init_onehot_linear_is_nn_linear_start_and_leaves_the_layers():
             assert torch.equal(a, b), name
 
 
+def test_init_std_draws_every_weight_normal_and_zeroes_the_bias():
+    torch.manual_seed(5)
+    model = TraceRelay(TraceRelayConfig(vocab_size=8, n_out=6, d_trace=[64, 16, 64], init_std=0.02))
+    weights = torch.cat([m.weight.flatten() for m in model.modules() if isinstance(m, (torch.nn.Linear,
+                                                                                         torch.nn.Embedding))])
+    assert abs(weights.std().item() - 0.02) < 5e-4 and abs(weights.mean().item()) < 5e-4
+    assert torch.equal(model.head.bias, torch.zeros(6))
+    assert all(torch.equal(m.weight, torch.ones_like(m.weight)) for m in model.modules()
+               if isinstance(m, torch.nn.RMSNorm))
+    with pytest.raises(ConfigError, match="init_std=0.0 must be None or a positive number"):
+        TraceRelayConfig(init_std=0.0)
+    with pytest.raises(ConfigError, match="leave model.embed_init at 'normal'"):
+        TraceRelayConfig(init_std=0.02, embed_init="onehot_linear")
+
+
 def test_config_rejects_unknown_embed_init():
     with pytest.raises(ConfigError, match="embed_init='xavier' must be one of normal, onehot_linear"):
         TraceRelayConfig(embed_init="xavier")

@@ -19,7 +19,9 @@ The input projection is stored as an embedding table (V, H); ``embed_init`` choo
 ``"normal"``, N(0, 1), ``nn.Embedding``'s default, or ``"onehot_linear"``, U(-1/sqrt(V), 1/sqrt(V)),
 what ``nn.Linear(V, H, bias=False)`` applied to one-hot symbols starts from (Sec. 3's "one-hot
 symbols, a bias-free input projection"). The two differ only in that table (``"onehot_linear"``
-redraws it after every other weight, so one seed gives both the same layers).
+redraws it after every other weight, so one seed gives both the same layers). ``init_std`` = s
+replaces all of that with one normal start: every Linear weight and the input table N(0, s^2),
+the head's bias zero (GPT-2's s = 0.02 is the common choice); RMSNorm gains stay 1.
 
 Execution: the fast path uses banded local attention (O(T * window)) and the stride-wise
 cumulative-sum phase scan; ``use_reference(True)`` switches to dense-mask attention and the
@@ -85,6 +87,7 @@ class TraceRelayConfig:
     inherit: bool = True                                        # False: the no-inheritance ablation
     norm_eps: float = 1e-6
     embed_init: str = "normal"                                  # "normal" N(0,1) | "onehot_linear" U(+-1/sqrt V)
+    init_std: float | None = None                               # None: PyTorch's starts; s: every weight N(0, s^2)
 
     def __post_init__(self):
         if isinstance(self.d_trace, int):
@@ -105,6 +108,10 @@ class TraceRelayConfig:
         check(self.alpha > 0, f"model.alpha={self.alpha} must be > 0")
         check(self.embed_init in EMBED_INITS,
               f"model.embed_init={self.embed_init!r} must be one of {', '.join(EMBED_INITS)}")
+        check(self.init_std is None or (math.isfinite(self.init_std) and self.init_std > 0),
+              f"model.init_std={self.init_std} must be None or a positive number")
+        check(self.init_std is None or self.embed_init == "normal",
+              f"model.init_std={self.init_std} draws the input table too; leave model.embed_init at 'normal'")
 
     @property
     def n_layers(self) -> int:
@@ -320,6 +327,12 @@ class TraceRelay(HookedModule):
         if cfg.embed_init == "onehot_linear":  # after every other weight: the layers match "normal"'s
             bound = 1 / math.sqrt(cfg.vocab_size)
             nn.init.uniform_(self.embed.weight, -bound, bound)
+        if cfg.init_std is not None:
+            for module in self.modules():
+                if isinstance(module, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(module.weight, std=cfg.init_std)
+                    if getattr(module, "bias", None) is not None:
+                        nn.init.zeros_(module.bias)
         self.setup_hooks()
 
     def use_reference(self, on: bool = True, attention: bool = True, scan: bool = True) -> "TraceRelay":
