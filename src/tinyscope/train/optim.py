@@ -87,7 +87,7 @@ def muon_update(p: torch.Tensor, grad: torch.Tensor, buf: torch.Tensor, *, lr: f
 
 
 def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups for ``train.decay="matrices"``: ``weight_decay`` on the parameters with
+    """AdamW groups for ``train.decay_params="matrices"``: ``weight_decay`` on the parameters with
     ndim >= 2 (linear weights, embedding tables), none on the rest (biases, norm gains)."""
     params = list(model.parameters())  # shared parameters once
     groups = [dict(params=[p for p in params if p.ndim >= 2], weight_decay=weight_decay),

@@ -81,7 +81,7 @@ class TrainConfig:
     muon_momentum: float = 0.95
     muon_bf16: bool = True                    # Newton-Schulz in bfloat16 (half the cost; as in Muon's reference)
     weight_decay: float = 0.01
-    decay: Literal["all", "matrices"] = "all"  # what AdamW decays: every parameter, or ndim >= 2 only (no biases, norm gains)
+    decay_params: Literal["all", "matrices"] = "all"  # what AdamW decays: every parameter, or ndim >= 2 only (no biases, norm gains)
     schedule: Literal["constant", "cosine", "linear", "wsd"] = "constant"
     warmup_steps: int = 0
     warmup_start: float = 0.0                 # warmup starts at this fraction of lr
@@ -119,9 +119,9 @@ class TrainConfig:
         check(self.weight_decay >= 0, f"train.weight_decay={self.weight_decay} must be >= 0")
         check_choice("train.schedule", self.schedule, ("constant", "cosine", "linear", "wsd"))
         check_choice("train.optimizer", self.optimizer, ("adamw", "muon"))
-        check_choice("train.decay", self.decay, ("all", "matrices"))
-        check(self.decay == "all" or self.optimizer == "adamw",
-              f"train.decay={self.decay!r} applies to train.optimizer=adamw only (Muon decays every parameter)")
+        check_choice("train.decay_params", self.decay_params, ("all", "matrices"))
+        check(self.decay_params == "all" or self.optimizer == "adamw",
+              f"train.decay_params={self.decay_params!r} applies to train.optimizer=adamw only (Muon decays every parameter)")
         check(self.muon_lr > 0 and math.isfinite(self.muon_lr), f"train.muon_lr={self.muon_lr} must be a positive number")
         check(0 <= self.muon_momentum < 1, f"train.muon_momentum={self.muon_momentum} must lie in [0, 1)")
         check(0 < self.decay_fraction <= 1, f"train.decay_fraction={self.decay_fraction} must lie in (0, 1]")
@@ -254,11 +254,11 @@ class Trainer:
                              ns_bf16=self.muon_ns_bf16)
         # a model may give some parameters their own rate and weight decay (groups with base_lr)
         if hasattr(model, "optimizer_groups"):
-            if cfg.decay != "all":
-                raise ConfigError(f"train.decay={cfg.decay!r}: {type(model).__name__} chooses its own weight-decay "
-                                  f"groups; leave train.decay at 'all'")
+            if cfg.decay_params != "all":
+                raise ConfigError(f"train.decay_params={cfg.decay_params!r}: {type(model).__name__} chooses its own weight-decay "
+                                  f"groups; leave train.decay_params at 'all'")
             groups = model.optimizer_groups(cfg.lr, cfg.weight_decay)
-        elif cfg.decay == "matrices":
+        elif cfg.decay_params == "matrices":
             groups = decay_groups(model, cfg.weight_decay)
         else:
             groups = model.parameters()

@@ -210,7 +210,7 @@ def test_train_decay_chooses_which_parameters_adamw_decays(decay):
 
     net = _decay_net()
     before = copy.deepcopy(net.state_dict())
-    opt = Trainer._optimizer(SimpleNamespace(cfg=TrainConfig(lr=0.1, weight_decay=0.5, decay=decay)), net)
+    opt = Trainer._optimizer(SimpleNamespace(cfg=TrainConfig(lr=0.1, weight_decay=0.5, decay_params=decay)), net)
     for p in net.parameters():
         p.grad = torch.zeros_like(p)
     opt.step()
@@ -222,10 +222,10 @@ def test_train_decay_chooses_which_parameters_adamw_decays(decay):
 
 
 def test_train_decay_refuses_what_it_cannot_do():
-    with pytest.raises(ConfigError, match="train.decay='some' is not allowed"):
-        TrainConfig(decay="some")
-    with pytest.raises(ConfigError, match="train.decay='matrices' applies to train.optimizer=adamw only"):
-        TrainConfig(decay="matrices", optimizer="muon")
+    with pytest.raises(ConfigError, match="train.decay_params='some' is not allowed"):
+        TrainConfig(decay_params="some")
+    with pytest.raises(ConfigError, match="train.decay_params='matrices' applies to train.optimizer=adamw only"):
+        TrainConfig(decay_params="matrices", optimizer="muon")
 
 
 def test_train_decay_leaves_a_model_its_own_groups():
@@ -236,5 +236,5 @@ def test_train_decay_leaves_a_model_its_own_groups():
     net = _decay_net()
     net.optimizer_groups = lambda lr, wd: [dict(params=list(net.parameters()), weight_decay=wd)]
     with pytest.raises(ConfigError, match="chooses its own weight-decay groups"):
-        Trainer._optimizer(SimpleNamespace(cfg=TrainConfig(decay="matrices")), net)
+        Trainer._optimizer(SimpleNamespace(cfg=TrainConfig(decay_params="matrices")), net)
     assert Trainer._optimizer(SimpleNamespace(cfg=TrainConfig()), net).param_groups[0]["weight_decay"] == 0.01
