@@ -4,7 +4,7 @@ A run config holds ``seed``, the task's config, the model (:class:`TraceRelayCon
 training config and the evaluation config (:class:`TraceRelayEvalConfig`). The ``paper``
 builders follow App. A, Table 2 (H = 64, FFN 256, three layers, four heads, trace widths
 [64, d_c, 64], L = 15, R = 7, W = 8; AdamW 3e-4 with the stopping and selection rules of
-:func:`paper_train`); ``cpu`` builders are sized for 2 CPU cores and ``smoke`` ones for tests.
+:func:`paper_train`), every weight starting at N(0, 0.02^2); ``cpu`` builders are sized for 2 CPU cores and ``smoke`` ones for tests.
 """
 from __future__ import annotations
 
@@ -41,9 +41,18 @@ class TraceRelayEvalConfig:
         check(self.batch_size >= 1, f"eval.batch_size={self.batch_size} must be >= 1")
 
 
+PAPER_INIT_STD = 0.02  # the paper states no initialization; see paper_model
+
+
 def paper_model(vocab: int, n_out: int, **kw) -> TraceRelayConfig:
-    """The paper's model (App. A, Table 2) for a task with ``vocab`` input ids and ``n_out`` outputs."""
-    return TraceRelayConfig(vocab_size=vocab, n_out=n_out, **kw)
+    """The paper's model (App. A, Table 2) for a task with ``vocab`` input ids and ``n_out`` outputs.
+
+    Every weight starts at N(0, 0.02^2) (``init_std``, GPT-2's start), which the paper does not
+    state: on Most-Freq at d_c = 16, seed 42, it reaches a validation mean of 86% by update 500
+    (PyTorch's starts: 31%, and 2-4x the paper's stopping updates) and generalizes in length as
+    the paper's models do, where PyTorch's starts collapse past T = 256
+    (docs/results/tracerelay.md)."""
+    return TraceRelayConfig(vocab_size=vocab, n_out=n_out, **{"init_std": PAPER_INIT_STD, **kw})
 
 
 def cpu_model(vocab: int, n_out: int, **kw) -> TraceRelayConfig:
