@@ -136,6 +136,36 @@ def test_bad_token_ids_are_rejected():
         model(torch.tensor([[0, 9, 1]]))
 
 
+def test_soft_routing_gradient_keeps_the_forward_and_reaches_switched_off_queries():
+    """routing_grad='soft': same forward as 'weights'; the backward is that of the attention with
+    sigmoid(W_Q), sigmoid(W_K), so queries get a gradient even when every hard key is off."""
+    tokens = _random_batch(grammar("arithmetic"), n=8, d=1)
+    grads = {}
+    for mode in ("weights", "soft"):
+        torch.manual_seed(0)
+        model = CircuitTransformer(CircuitConfig(grammar="arithmetic", routing_grad=mode))
+        with torch.no_grad():
+            model.w_k.fill_(-1.0)  # every key off: S = 0 inside every span
+        x = model.embed(tokens)
+        ids = model.cluster_ids(model.reduction_mask(model.depth_encoding(x)))
+        H = model.attend(x, ids)
+        assert H.abs().max() == 0  # the forward is the hard routing's
+        (H * torch.randn_like(H, generator=torch.Generator().manual_seed(1))).sum().backward()
+        grads[mode] = (model.w_q.grad.clone(), model.w_k.grad.clone())
+        if mode == "soft":  # the gradient is that of the all-sigmoid attention
+            wq = torch.sigmoid(model.w_q.detach()).requires_grad_()
+            wk = torch.sigmoid(model.w_k.detach()).requires_grad_()
+            Hs = model._attend_dense(x, ids, wq, wk)
+            (Hs * torch.randn_like(Hs, generator=torch.Generator().manual_seed(1))).sum().backward()
+            sq, sk = torch.sigmoid(model.w_q.detach()), torch.sigmoid(model.w_k.detach())
+            assert torch.allclose(grads[mode][0], wq.grad * sq * (1 - sq), atol=1e-6)
+            assert torch.allclose(grads[mode][1], wk.grad * sk * (1 - sk), atol=1e-6)
+    assert grads["weights"][0].abs().max() == 0  # the per-weight estimator: no gradient to the queries
+    assert grads["soft"][0].abs().max() > 0
+    with pytest.raises(Exception, match="routing_grad"):
+        CircuitConfig(grammar="arithmetic", routing_grad="gumbel")
+
+
 def test_mlp_init_small_or_torch_default():
     torch.manual_seed(0)
     small = CircuitTransformer(CircuitConfig(grammar="arithmetic"))

@@ -84,8 +84,9 @@ TRAIN_NOTE = ("cpu preset with the paper's ten seeds: the paper's data, loss, op
               "training expressions and on every depth-1 expression at three consecutive checks; evaluation sets are tinyscope's draws (100 per "
               "depth, the generator's branching calibrated to the paper's depth-30 token means)")
 BASELINE_NOTE = ("looped pre-LN softmax block (d_model 64, four heads, {pe}; "
-                 "expressions longer than that count as wrong), looped d times on its own argmax output; cpu "
-                 "preset: {cpu} epochs instead of the paper's {paper}; seeds: the first five of the paper's ten")
+                 "expressions longer than that count as wrong), looped d times as Fan et al.'s looped transformer "
+                 "(input-injected residual states, trained on the fully reduced state after d = 1 or 2 iterations); "
+                 "cpu preset: {cpu} epochs instead of the paper's {paper}; seeds: the first five of the paper's ten")
 
 
 def train_note(grammar: str) -> str:

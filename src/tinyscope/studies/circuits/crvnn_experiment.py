@@ -132,7 +132,7 @@ class CRvNNExperiment(CircuitExperiment):
     def answers(self, model, cfg, task: LogicTask, data: ExpressionSet) -> np.ndarray:
         return crvnn_answers(model, data, task.grammar.blank)
 
-    def step_metrics(self, model, b: dict) -> dict:
+    def step_metrics(self, model, b: dict, cfg, task) -> dict:
         was = model.training
         model.eval()
         with torch.no_grad():

@@ -33,6 +33,13 @@ from tinyscope.report.tables import FunctionTable, Table, register_table
 from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
 from tinyscope.studies.circuits.enumeration import enumerate_depth
+from tinyscope.studies.circuits.looped_baseline import (
+    LOOPS,
+    logits_at_depth,
+    looped_ce,
+    looped_exact,
+    token_loop_logits,
+)
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
 from tinyscope.studies.circuits.protocol import BASELINE_CPU_EPOCHS, CPU_EPOCHS, PAPER_EPOCHS, PAPER_SEEDS
 from tinyscope.studies.circuits.relative_baseline import RelativeBaselineConfig, RelativeLoopedBlock
@@ -76,8 +83,22 @@ class CircuitRunConfig:
 
 
 @dataclass
-class BaselineRunConfig(CircuitRunConfig):
-    """The looped softmax transformer: one weight-shared block applied d times (d given)."""
+class LoopedBaselineRunConfig(CircuitRunConfig):
+    """A looped softmax baseline: one weight-shared block applied d times (d given). ``loop``:
+    "hidden" (Fan et al.: input-injected residual states, trained on the fully reduced state
+    after d iterations) or "tokens" (trained on one reduction step, looped on its argmax tokens);
+    :mod:`tinyscope.studies.circuits.looped_baseline`."""
+
+    loop: str = "hidden"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check(self.loop in LOOPS, f"loop={self.loop!r} must be one of {', '.join(LOOPS)}")
+
+
+@dataclass
+class BaselineRunConfig(LoopedBaselineRunConfig):
+    """The looped softmax transformer with learned absolute positions."""
 
     baseline: TransformerConfig = field(default_factory=lambda: baseline_model(7))
 
@@ -89,7 +110,7 @@ class BaselineRunConfig(CircuitRunConfig):
 
 
 @dataclass
-class RelativeBaselineRunConfig(CircuitRunConfig):
+class RelativeBaselineRunConfig(LoopedBaselineRunConfig):
     """The looped softmax baseline with relative positions (RoPE or FIRE), Table 2."""
 
     baseline: RelativeBaselineConfig = field(default_factory=RelativeBaselineConfig)
@@ -227,9 +248,10 @@ def circuit_answers(model: CircuitTransformer, data: ExpressionSet, n_literals: 
 
 @torch.no_grad()
 def baseline_answers(model: Transformer, data: ExpressionSet, n_literals: int, blank: int,
-                     max_tokens: int = 60000) -> np.ndarray:
-    """Loop the baseline ``depth`` times on its own argmax output; the answer is the literal with
-    the largest logit anywhere in the final pass (max-pool readout). -1 when too long for n_ctx."""
+                     max_tokens: int = 60000, loop: str = "hidden") -> np.ndarray:
+    """Loop the baseline as many times as each expression's depth (``loop``: input-injected
+    hidden states, or its own argmax tokens; :mod:`.looped_baseline`); the answer is the literal
+    with the largest logit anywhere in the final pass (max-pool readout). -1 when too long for n_ctx."""
     device = device_of(model)
     pred = np.full(len(data), -1, dtype=np.int64)
     fits = np.flatnonzero(data.lengths <= model.cfg.n_ctx)
@@ -241,11 +263,11 @@ def baseline_answers(model: Transformer, data: ExpressionSet, n_literals: int, b
         T = int(data.lengths[idx].max())
         tokens = torch.from_numpy(data.tokens[idx, :T]).to(device)  # (b, T)
         pad = ~(torch.arange(T, device=device)[None] < torch.from_numpy(data.lengths[idx]).to(device)[:, None])
-        steps = int(data.depths[idx].max())
-        logits = None
-        for _ in range(max(1, steps)):
-            logits = model(tokens)  # (b, T, D+1)
-            tokens = logits.argmax(-1).masked_fill(pad, blank)  # (b, T)
+        depths = torch.from_numpy(np.maximum(data.depths[idx], 1)).to(device)  # (b,)
+        if loop == "hidden":
+            logits = logits_at_depth(model, tokens, depths)  # (b, T, D+1)
+        else:
+            logits = token_loop_logits(model, tokens, depths, pad, blank)  # (b, T, D+1)
         lit = logits[..., 2:2 + n_literals].masked_fill(pad[..., None], -1e9).amax(1)  # (b, n_literals)
         pred[idx] = lit.argmax(-1).cpu().numpy()
     return pred
@@ -314,14 +336,15 @@ class CircuitExperiment(Experiment):
 
         depth1 = self._depth1_batch(task) if cfg.eval.check_depth1 and self.one_step else None
 
+        @torch.no_grad()
         def evaluate(model) -> dict:
             device = device_of(model)
             b = {k: v.to(device) for k, v in batch.items()}
-            metrics = self.step_metrics(model, b)
+            metrics = self.step_metrics(model, b, cfg, task)
             if self.one_step:
                 metrics["step_exact"] = metrics["train_step_exact"]
             if depth1 is not None:
-                d1 = self.step_metrics(model, {k: v.to(device) for k, v in depth1.items()})["train_step_exact"]
+                d1 = self.step_metrics(model, {k: v.to(device) for k, v in depth1.items()}, cfg, task)["train_step_exact"]
                 metrics["depth1_step_exact"] = d1
                 metrics["step_exact"] = min(metrics["train_step_exact"], d1)
             pred = self.answers(model, cfg, task, train)
@@ -352,7 +375,7 @@ class CircuitExperiment(Experiment):
 
         return [c for c in CLAIMS if c.experiment == self.name]
 
-    def step_metrics(self, model, b: dict) -> dict:
+    def step_metrics(self, model, b: dict, cfg, task) -> dict:
         out = model.step(model.embed(b["tokens"]))
         D = model.cfg.D
         target = F.one_hot(b["targets"], D + 1)[..., :D].to(out.state.dtype)
@@ -426,15 +449,23 @@ class CircuitBaselineExperiment(CircuitExperiment):
         return Transformer(cfg.baseline) if self.positions == "learned" else RelativeLoopedBlock(cfg.baseline)
 
     def objective(self, cfg, task):
-        return baseline_ce
+        return partial(looped_ce, task.grammar) if cfg.loop == "hidden" else baseline_ce
 
     def answers(self, model, cfg, task, data: ExpressionSet) -> np.ndarray:
-        return baseline_answers(model, data, task.grammar.n_classes, task.grammar.blank, cfg.eval.max_tokens_per_batch)
+        return baseline_answers(model, data, task.grammar.n_classes, task.grammar.blank, cfg.eval.max_tokens_per_batch,
+                                loop=cfg.loop)
 
-    def step_metrics(self, model, b: dict) -> dict:
-        pred = model(b["tokens"]).argmax(-1)  # (B, T)
-        same = ((pred == b["targets"]) | ~b["loss_mask"]).all(-1)
-        return {"train_step_exact": float(same.float().mean()), "train_loss_bce": float(baseline_ce(model, b))}
+    def step_metrics(self, model, b: dict, cfg, task) -> dict:
+        """``train_step_exact``: the trained output exact at every token (the one-step reduction, or
+        with ``loop = "hidden"`` the fully reduced state after depth iterations); its loss."""
+        if cfg.loop == "hidden":
+            same = looped_exact(task.grammar, model, b)  # (B,)
+            loss = looped_ce(task.grammar, model, b)
+        else:
+            pred = model(b["tokens"]).argmax(-1)  # (B, T)
+            same = ((pred == b["targets"]) | ~b["loss_mask"]).all(-1)
+            loss = baseline_ce(model, b)
+        return {"train_step_exact": float(same.float().mean()), "train_loss_bce": float(loss)}
 
     @torch.no_grad()
     def final_evaluation(self, cfg: BaselineRunConfig, task: LogicTask, model) -> dict:

@@ -26,13 +26,21 @@ threshold 1[z > 0] cannot be exact for arithmetic: no quadratic function of the 
 separates "result 0" (or 6) from the rest for + and * together (an LP shows it infeasible), while
 the argmax form is feasible at the paper's width 28.
 
+The routing's gradient (``routing_grad``): ``"weights"`` binarizes W_Q and W_K each with a
+sigmoid straight-through estimator, so the gradient reaching one of them is computed with the
+other's hard {0, 1} values (a routing whose hard keys are all off inside a span passes no gradient
+to its queries, and the other way round); ``"soft"`` keeps that forward and takes the backward of
+the whole attention with sigmoid(W_Q), sigmoid(W_K) in place of both (H's straight-through estimator),
+so an operator whose hard query or keys are off still receives a gradient. The paper says only
+that "gradients pass through the sigmoid"; ``"weights"`` is tinyscope's earlier reading.
+
 The hardmax mask has a straight-through gradient too: forward ``P``, backward through
 ``exp((a_i - max a) / mask_temperature)`` with ``a_i = max_j A_ij`` (the paper does not say
 which surrogate it used; see docs/circuit.md).
 
-Three paths must agree (tests/studies/circuits/test_model.py): :meth:`CircuitTransformer.attend` sums
-k x^T per cluster with a scatter (O(T)); :meth:`CircuitTransformer.attend_reference` builds the
-dense (T, T) same-cluster score matrix; and inference on token ids takes
+Three paths must agree (tests/studies/circuits/test_model.py): :meth:`CircuitTransformer.attend`
+(``use_fast``) sums k x^T per cluster with a scatter (O(T)); :meth:`CircuitTransformer.attend_reference`
+builds the dense (T, T) same-cluster score matrix; and inference on token ids takes
 :meth:`CircuitTransformer._run_sparse`, which keeps the state as ids and runs attention and MLP
 only on the masked non-BLANK rows.
 
@@ -81,6 +89,7 @@ class CircuitConfig:
     init_std: float = 0.1                     # "small and random": starts near the thresholds
     mlp_init: Literal["small", "torch"] = "small"  # small: N(0, init_std) weights and zero biases;
                                                     # torch: nn.Linear's own uniform(+-1/sqrt(fan_in))
+    routing_grad: Literal["weights", "soft"] = "weights"  # backward of the binarized W_Q, W_K (module doc)
     max_iterations: int = 0                   # safety cap on the loop; 0 = sequence length
 
     def __post_init__(self):
@@ -102,6 +111,7 @@ class CircuitConfig:
         check_choice("model.norm_surrogate", self.norm_surrogate, ("sigmoid", "softmax"))
         check(self.init_std >= 0, f"model.init_std={self.init_std} must be >= 0")
         check_choice("model.mlp_init", self.mlp_init, ("small", "torch"))
+        check_choice("model.routing_grad", self.routing_grad, ("weights", "soft"))
         check(self.max_iterations >= 0, f"model.max_iterations={self.max_iterations} must be >= 0")
 
     @property
@@ -215,8 +225,21 @@ class CircuitTransformer(HookedModule):
         return starts.long().cumsum(1) * m  # (B, T)
 
     def attend(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """Per-cluster linear attention, fast: H_i = q_i S_{id_i}, S_c = sum_{j in c} k_j x_j^T. (B, T, D)"""
-        wq, wk = self.qk_values()
+        """Per-cluster linear attention H_i = q_i S_{id_i} with the binarized W_Q, W_K; its backward
+        as ``routing_grad`` says (module doc). (B, T, D)"""
+        path = self._attend_scatter if self.use_fast else self._attend_dense
+        if self.cfg.routing_grad == "weights" or not torch.is_grad_enabled():
+            return path(x, ids, *self.qk_values())
+        hard = path(x, ids, *(w.detach() for w in self.qk_values()))  # (B, T, D)
+        return _straight_through(hard, path(x, ids, torch.sigmoid(self.w_q), torch.sigmoid(self.w_k)))
+
+    def attend_reference(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Per-cluster linear attention, plain: dense (T, T) scores q_i.k_j on same-cluster pairs. (B, T, D)"""
+        return self._attend_dense(x, ids, *self.qk_values())
+
+    @staticmethod
+    def _attend_scatter(x: torch.Tensor, ids: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor) -> torch.Tensor:
+        """Fast: H_i = q_i S_{id_i}, S_c = sum_{j in c} k_j x_j^T, with a scatter (O(T)). (B, T, D)"""
         inside = (ids > 0).unsqueeze(-1).to(x.dtype)  # (B, T, 1)
         xc = x * inside  # (B, T, D)
         q, k = xc @ wq, xc @ wk  # (B, T, dh)
@@ -227,9 +250,9 @@ class CircuitTransformer(HookedModule):
         S = S.gather(1, ids.unsqueeze(-1).expand_as(kx)).view(B, T, -1, D)  # (B, T, dh, D)
         return torch.einsum("btd,btdv->btv", q, S) * inside  # (B, T, D)
 
-    def attend_reference(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """Per-cluster linear attention, plain: dense (T, T) scores q_i.k_j on same-cluster pairs. (B, T, D)"""
-        wq, wk = self.qk_values()
+    @staticmethod
+    def _attend_dense(x: torch.Tensor, ids: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor) -> torch.Tensor:
+        """Plain: dense (T, T) scores q_i.k_j on same-cluster pairs, no softmax. (B, T, D)"""
         q, k = x @ wq, x @ wk  # (B, T, dh)
         same = (ids.unsqueeze(2) == ids.unsqueeze(1)) & (ids > 0).unsqueeze(2)  # (B, T, T)
         scores = torch.einsum("bid,bjd->bij", q, k) * same  # (B, T, T), no softmax
@@ -256,7 +279,7 @@ class CircuitTransformer(HookedModule):
         A = self.hook_depth(self.depth_encoding(x) if A is None else A)  # (B, T, 2)
         P = self.hook_mask(self.reduction_mask(A))  # (B, T)
         ids = self.hook_cluster(self.cluster_ids(P))  # (B, T)
-        H = self.hook_attn(self.attend(x, ids) if self.use_fast else self.attend_reference(x, ids))  # (B, T, D)
+        H = self.hook_attn(self.attend(x, ids))  # (B, T, D)
         logits = self.mlp_logits(H)  # (B, T, D)
         y_soft = self.normalise_soft(logits)  # (B, T, D)
         Y = self.hook_mlp(_straight_through(gated_argmax(logits), y_soft))  # (B, T, D)

@@ -101,8 +101,16 @@ class RelativeLoopedBlock(nn.Module):
                                            attn_mask=bias)  # (B, H, T, Dh)
         return self.out(z.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tokens)  # (B, T, D)
+    def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.embed(tokens)  # (B, T, D)
+
+    def block(self, x: torch.Tensor) -> torch.Tensor:
+        """The weight-shared block: pre-LN attention and MLP with residuals. (B, T, D) -> (B, T, D)"""
         x = x + self.attention(self.ln1(x))
-        x = x + self.mlp(self.ln2(x))
+        return x + self.mlp(self.ln2(x))
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
         return self.unembed(self.ln_f(x))  # (B, T, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.block(self.embed_tokens(tokens)))  # (B, T, vocab)
