@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from tinyscope.models.transformer import Transformer
 from tinyscope.studies.circuits.enumeration import pad_batch, sample_expression
 from tinyscope.studies.circuits.experiment import baseline_model
 from tinyscope.studies.circuits.grammar import encode, evaluate, grammar
@@ -16,7 +17,6 @@ from tinyscope.studies.circuits.looped_baseline import (
     token_loop_logits,
 )
 from tinyscope.studies.circuits.relative_baseline import RelativeBaselineConfig, RelativeLoopedBlock
-from tinyscope.models.transformer import Transformer
 
 
 def _expressions(name: str, n: int = 40, max_depth: int = 4, seed: int = 0):
