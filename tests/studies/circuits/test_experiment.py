@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 from matplotlib.figure import Figure
 
@@ -39,6 +40,23 @@ def test_listops_draws_fresh_depth2_samples_each_epoch():
     task = LogicTask(LogicTaskConfig(grammar="listops", balance="none", depth2_samples=50))
     assert task.phase_sizes() == (4400, 4450)
     assert task.depth2(0, 0) != task.depth2(0, 1) and task.depth2(0, 3) == task.depth2(0, 3)
+
+
+def test_listops_lra_samples_its_depth1_set_each_epoch_and_trains_on_it():
+    """listops-lra's depth-1 set (4.4e10) is drawn per epoch; its step check uses a fixed draw."""
+    task = LogicTask(LogicTaskConfig(grammar="listops-lra", balance="none", depth1_samples=40, depth2_samples=60))
+    assert task.phase_sizes() == (40, 100)
+    one, other = task.depth1_of(0, 0), task.depth1_of(0, 1)
+    assert one != other and one == task.depth1_of(0, 0)
+    assert {len(e[1]) for e in one + other} <= set(range(2, 11)) and max(len(e[1]) for e in one + other) > 3
+    with pytest.raises(ValueError, match="depth1_samples"):
+        task.depth1
+    b = task.sample(step_rng(3, 0), 16)
+    for row, target, L in zip(b.tokens, b.targets, b.loss_mask.sum(1)):
+        assert np.array_equal(reduce_once(task.grammar, row[:L]), target[:L])
+    exp = get("circuit-listops-lra")
+    cfg = exp.config("smoke")
+    assert exp._depth1_batch(LogicTask(cfg.task))["tokens"].shape[0] == cfg.task.depth1_samples
 
 
 def test_bce_is_near_zero_for_the_construction_and_large_for_a_fresh_model():

@@ -32,7 +32,7 @@ from tinyscope.report.records import RunRecord
 from tinyscope.report.tables import FunctionTable, Table, register_table
 from tinyscope.runs.experiment import Citation, Experiment, View, ViewOptions
 from tinyscope.runs.registry import register
-from tinyscope.studies.circuits.enumeration import enumerate_depth
+from tinyscope.studies.circuits.enumeration import enumerate_depth, sample_expressions
 from tinyscope.studies.circuits.looped_baseline import (
     LOOPS,
     logits_at_depth,
@@ -133,7 +133,8 @@ _SPE_CACHE: dict = {}
 
 
 def steps_per_epoch(task_cfg: LogicTaskConfig, batch_size: int) -> int:
-    key = (task_cfg.grammar, task_cfg.balance, task_cfg.subproblem_balance, task_cfg.depth2_samples, batch_size)
+    key = (task_cfg.grammar, task_cfg.balance, task_cfg.subproblem_balance, task_cfg.depth1_samples,
+           task_cfg.depth2_samples, batch_size)
     if key not in _SPE_CACHE:
         _SPE_CACHE[key] = LogicTask(task_cfg).steps_per_epoch(batch_size)
     return _SPE_CACHE[key]
@@ -151,6 +152,8 @@ def _train(**kw) -> TrainConfig:
 def _task(grammar: str, **kw) -> LogicTaskConfig:
     if grammar == "listops":
         kw = {"balance": "none", "depth2_samples": 8800} | kw
+    if grammar == "listops-lra":  # its depth-1 set (4.4e10) is sampled too, at the size of ListOps' (4,400)
+        kw = {"balance": "none", "depth1_samples": 4400, "depth2_samples": 8800} | kw
     if grammar in ("arithmetic", "listops"):  # bags with repeated operands, (4+4), (SM 2 2 2) ..., are
         kw = {"subproblem_balance": True} | kw  # otherwise reduced 2-6x less often and stay unlearned
     return LogicTaskConfig(grammar=grammar, **kw)
@@ -168,9 +171,10 @@ def _presets(grammar: str, cpu_epochs: int, baseline: bool = False, positions: s
     else:
         cls, extra = CircuitRunConfig, {}
     stop = dict(stop_metric="step_exact", stop_threshold=1.0, stop_mode="max", stop_consecutive=3)
+    small = ({"depth2_samples": 300} if grammar != "boolean" else {}) | (
+        {"depth1_samples": 200} if grammar == "listops-lra" else {})
     return {
-        "smoke": lambda: cls(epochs=1, task=_task(grammar, eval_depths=[3, 4], eval_per_depth=5,
-                                                  **({"depth2_samples": 300} if grammar != "boolean" else {})),
+        "smoke": lambda: cls(epochs=1, task=_task(grammar, eval_depths=[3, 4], eval_per_depth=5, **small),
                              model=CircuitConfig(grammar=grammar),
                              train=_train(batch_size=500, eval_every=5, log_every=5),
                              eval=CircuitEvalConfig(train_eval_size=100, quick_depths=[3], quick_per_depth=5), **extra),
@@ -313,9 +317,14 @@ class CircuitExperiment(Experiment):
     @staticmethod
     def _depth1_batch(task: LogicTask) -> dict:
         """Every distinct depth-1 expression once (4,400 for ListOps), as one batch: 500 random
-        training expressions miss the rarest bags, such as (SM 1 9 9), which a run may leave wrong."""
+        training expressions miss the rarest bags, such as (SM 1 9 9), which a run may leave wrong.
+        A sampled depth-1 set (``task.depth1_samples``) is checked on a fixed draw of that size."""
         g = task.grammar
-        one = expression_set(g, enumerate_depth(g, 1))
+        if task.cfg.depth1_samples:
+            rng = np.random.default_rng([task.cfg.data_seed, 3])
+            one = expression_set(g, sample_expressions(g, rng, 1, task.cfg.depth1_samples))
+        else:
+            one = expression_set(g, enumerate_depth(g, 1))
         return one.batch(np.arange(len(one)), g.blank).to_torch()
 
     def answers(self, model, cfg, task, data: ExpressionSet) -> np.ndarray:
@@ -523,6 +532,7 @@ def accuracy_figure(metrics: dict, title: str):
     return fig
 
 
+register(CircuitExperiment("listops-lra", CPU_EPOCHS["listops-lra"]))  # a variant, not one of the paper's tasks
 for _g in ("boolean", "arithmetic", "listops"):
     register(CircuitExperiment(_g, CPU_EPOCHS[_g]))
     register(CircuitBaselineExperiment(_g, BASELINE_CPU_EPOCHS[_g]))

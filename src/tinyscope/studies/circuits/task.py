@@ -1,7 +1,8 @@
 """The circuit task: a depth-1 then depth-1+2 curriculum per epoch and fixed evaluation sets by depth.
 
 Training data (Ito et al. Sec. "Data"): every depth-1 and depth-2 expression of the grammar
-(ListOps: a fresh sample of depth-2 ones per epoch), balanced over result classes; the target of
+(ListOps: a fresh sample of depth-2 ones per epoch; listops-lra: of depth-1 ones too), balanced
+over result classes; the target of
 each token is its one-step reduction (:func:`~tinyscope.studies.circuits.reduction.reduce_once`).
 Evaluation (Sec. "Evaluation"): ``eval_per_depth`` sampled expressions per depth, fixed by
 ``data_seed``. Everything here is numpy / pure Python.
@@ -39,6 +40,8 @@ class LogicTaskConfig:
     balance: str = "upsample"            # upsample | downsample | none (over result classes)
     subproblem_balance: bool = False     # first repeat expressions so every depth-1 bag is equally
                                          # frequent among the reduced spans (subproblem_weights)
+    depth1_samples: int = 0              # > 0: draw this many fresh depth-1 expressions per epoch instead
+                                         # of enumerating (listops-lra: its depth-1 set has 4.4e10)
     depth2_samples: int = 0              # > 0: draw this many fresh depth-2 expressions per epoch instead
                                          # of enumerating (ListOps: 8,800; its depth-2 set has 3.4e11)
     depth2_p_deep: float = 0.5           # p_deep of the sampled depth-2 expressions
@@ -53,6 +56,7 @@ class LogicTaskConfig:
     def __post_init__(self):
         check_choice("task.grammar", self.grammar, tuple(GRAMMARS))
         check_choice("task.balance", self.balance, ("upsample", "downsample", "none"))
+        check(self.depth1_samples >= 0, f"task.depth1_samples={self.depth1_samples} must be >= 0")
         check(self.depth2_samples >= 0, f"task.depth2_samples={self.depth2_samples} must be >= 0")
         check(0 < self.depth2_p_deep <= 1, f"task.depth2_p_deep={self.depth2_p_deep} must lie in (0, 1]")
         if self.p_deep is None:
@@ -123,8 +127,7 @@ class LogicTask:
         self.cfg = cfg = cfg or LogicTaskConfig()
         self.grammar = g = grammar(cfg.grammar)
         self.vocab_size = g.D + 1
-        exprs1 = enumerate_depth(g, 1)
-        self.depth1 = self._balanced(exprs1)
+        self.depth1_fixed = None if cfg.depth1_samples else self._balanced(enumerate_depth(g, 1))
         self.depth2_fixed = None if cfg.depth2_samples else self._balanced(enumerate_depth(g, 2))
         self._epoch_cache: tuple[tuple, ExpressionSet] | None = None
         self._eval: dict[int, ExpressionSet] = {}
@@ -136,6 +139,20 @@ class LogicTask:
         return [exprs[i] for i in balance(values, self.cfg.balance)]
 
     # ------------------------------------------------------------ curriculum
+    @property
+    def depth1(self) -> list[Expr]:
+        """The enumerated (balanced) depth-1 set; a sampled one has no single set (:meth:`depth1_of`)."""
+        if self.depth1_fixed is None:
+            raise ValueError(f"task.depth1_samples={self.cfg.depth1_samples}: the depth-1 set is drawn per epoch")
+        return self.depth1_fixed
+
+    def depth1_of(self, seed: int, epoch: int) -> list[Expr]:
+        """The depth-1 expressions of an epoch: the enumerated set, or a fresh sample (stream 1)."""
+        if self.depth1_fixed is not None:
+            return self.depth1_fixed
+        rng = np.random.default_rng([int(seed), int(epoch), 1, self.cfg.data_seed])
+        return sample_expressions(self.grammar, rng, 1, self.cfg.depth1_samples)
+
     def depth2(self, seed: int, epoch: int) -> list[Expr]:
         if self.depth2_fixed is not None:
             return self.depth2_fixed
@@ -143,18 +160,20 @@ class LogicTask:
         return sample_expressions(self.grammar, rng, 2, self.cfg.depth2_samples, self.cfg.depth2_p_deep)
 
     def phase_sizes(self) -> tuple[int, int]:
+        n1 = len(self.depth1_fixed) if self.depth1_fixed is not None else self.cfg.depth1_samples
         n2 = len(self.depth2_fixed) if self.depth2_fixed is not None else self.cfg.depth2_samples
-        return len(self.depth1), len(self.depth1) + n2
+        return n1, n1 + n2
 
     def steps_per_epoch(self, batch_size: int) -> int:
         n1, n12 = self.phase_sizes()
         return -(-n1 // batch_size) + -(-n12 // batch_size)
 
     def _epoch_sets(self, seed: int, epoch: int) -> tuple[ExpressionSet, ExpressionSet]:
-        key = (seed, epoch if self.depth2_fixed is None else 0)
+        fixed = self.depth1_fixed is not None and self.depth2_fixed is not None
+        key = (seed, 0 if fixed else epoch)
         if self._epoch_cache is None or self._epoch_cache[0] != key:
-            g = self.grammar
-            self._epoch_cache = (key, (expression_set(g, self.depth1), expression_set(g, self.depth1 + self.depth2(seed, epoch))))
+            g, one = self.grammar, self.depth1_of(seed, epoch)
+            self._epoch_cache = (key, (expression_set(g, one), expression_set(g, one + self.depth2(seed, epoch))))
         return self._epoch_cache[1]
 
     def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
