@@ -50,7 +50,7 @@ def test_listops_lra_samples_its_depth1_set_each_epoch_and_trains_on_it():
     assert one != other and one == task.depth1_of(0, 0)
     assert {len(e[1]) for e in one + other} <= set(range(2, 11)) and max(len(e[1]) for e in one + other) > 3
     with pytest.raises(ValueError, match="depth1_samples"):
-        task.depth1
+        _ = task.depth1
     b = task.sample(step_rng(3, 0), 16)
     for row, target, L in zip(b.tokens, b.targets, b.loss_mask.sum(1)):
         assert np.array_equal(reduce_once(task.grammar, row[:L]), target[:L])
