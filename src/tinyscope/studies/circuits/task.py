@@ -2,8 +2,8 @@
 
 Training data (Ito et al. Sec. "Data"): every depth-1 and depth-2 expression of the grammar
 (ListOps: a fresh sample of depth-2 ones per epoch; listops-lra: of depth-1 ones too), balanced
-over result classes; the target of
-each token is its one-step reduction (:func:`~tinyscope.studies.circuits.reduction.reduce_once`).
+over result classes; the target of each token is its one-step reduction
+(:func:`~tinyscope.studies.circuits.reduction.reduce_once`).
 Evaluation (Sec. "Evaluation"): ``eval_per_depth`` sampled expressions per depth, fixed by
 ``data_seed``. Everything here is numpy / pure Python.
 """
