@@ -28,4 +28,6 @@ EXPERIMENTS = (
      "looped softmax transformer (ROPE) on listops, the paper's baseline"),
     ('circuit-listops-crvnn', ('smoke', 'cpu', 'paper'),
      "CRvNN (continuous recursive NN) on ListOps, the circuit paper's baseline"),
+    ('circuit-listops-lra', ('smoke', 'cpu', 'paper'),
+     'looped circuit transformer on listops-lra expressions (Ito et al.)'),
 )
