@@ -90,8 +90,6 @@ def test_the_hidden_loop_fits_depth_two_expressions_through_both_iterations():
         opt.step()
     with torch.no_grad():
         assert looped_exact(g, model, batch).all()
-        one_pass = loop_logits(model, batch["tokens"], 1)[0].argmax(-1)  # the depth-1 readout is not the answer
-        assert not ((one_pass == final_targets(g, batch["tokens"], batch["value"])) | ~batch["loss_mask"]).all(-1).all()
 
 
 def test_baseline_runs_write_the_training_depth_accuracies(tmp_path):

@@ -37,7 +37,7 @@ from tinyscope.studies.circuits.looped_baseline import (
     LOOPS,
     logits_at_depth,
     looped_ce,
-    looped_exact,
+    looped_scores,
     token_loop_logits,
 )
 from tinyscope.studies.circuits.model import CircuitConfig, CircuitTransformer
@@ -468,8 +468,7 @@ class CircuitBaselineExperiment(CircuitExperiment):
         """``train_step_exact``: the trained output exact at every token (the one-step reduction, or
         with ``loop = "hidden"`` the fully reduced state after depth iterations); its loss."""
         if cfg.loop == "hidden":
-            same = looped_exact(task.grammar, model, b)  # (B,)
-            loss = looped_ce(task.grammar, model, b)
+            same, loss = looped_scores(task.grammar, model, b)  # (B,), ()
         else:
             pred = model(b["tokens"]).argmax(-1)  # (B, T)
             same = ((pred == b["targets"]) | ~b["loss_mask"]).all(-1)

@@ -103,14 +103,18 @@ def final_targets_reference(g: Grammar, tokens: np.ndarray) -> np.ndarray:
 
 def looped_ce(g: Grammar, model, batch: dict) -> torch.Tensor:
     """Cross-entropy of the fully reduced state after ``depth`` iterations, over every real token."""
-    logits = logits_at_depth(model, batch["tokens"], batch["depth"])  # (B, T, vocab)
-    target = final_targets(g, batch["tokens"], batch["value"])  # (B, T)
-    mask = batch["loss_mask"]  # (B, T)
-    return F.cross_entropy(logits[mask].float(), target[mask])
+    return looped_scores(g, model, batch)[1]
 
 
 def looped_exact(g: Grammar, model, batch: dict) -> torch.Tensor:
     """Per example: the argmax after ``depth`` iterations equals the fully reduced state at every real token. (B,)"""
-    pred = logits_at_depth(model, batch["tokens"], batch["depth"]).argmax(-1)  # (B, T)
+    return looped_scores(g, model, batch)[0]
+
+
+def looped_scores(g: Grammar, model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exact per example (B,), mean cross-entropy) from one looped pass over ``batch``."""
+    logits = logits_at_depth(model, batch["tokens"], batch["depth"])  # (B, T, vocab)
     target = final_targets(g, batch["tokens"], batch["value"])  # (B, T)
-    return ((pred == target) | ~batch["loss_mask"]).all(-1)
+    mask = batch["loss_mask"]  # (B, T)
+    exact = ((logits.argmax(-1) == target) | ~mask).all(-1)  # (B,)
+    return exact, F.cross_entropy(logits[mask].float(), target[mask])
