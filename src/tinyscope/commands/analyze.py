@@ -74,7 +74,7 @@ def _analyze(args) -> int:
         raise TinyscopeError(f"{exp.name} declares no analyses; `tinyscope viz {args.run}` draws its figures")
     settable = exp.analysis_settings()
     if args.list:
-        print("\n".join(offered))
+        print("\n".join(offered), flush=True)  # before the stderr line, so the two never interleave
         if settable:
             print("--set keys (default): " + ", ".join(f"{k}={v}" for k, v in settable.items()), file=sys.stderr)
         return 0
