@@ -70,7 +70,7 @@ CPU_TASK = dict(grid=[32], T=32, T0=12)
 def cpu_preset(regime: str):
     """Nearest to Table 15 that fits 2 CPU cores: the same rules, architectures, held-out rules,
     T0 = 12 and selection, on a 32-cell ring for T = 32 steps (stream 1,056 positions against
-    4,160), d_model 64, batch 16, the sih cpu presets' optimizer (AdamW 1e-2, warmup-stable-decay)
+    4,160), d_model 64, batch 16, AdamW 1e-2 with a warmup-stable-decay schedule
     and a horizon curriculum T = 13, then 20, then 32 (positions stay absolute). The measured
     step cost and the estimated total are in docs/results/spatial_induction.md."""
     arch = TABLE15[regime][0]
