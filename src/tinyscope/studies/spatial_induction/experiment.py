@@ -136,10 +136,9 @@ def cpu_preset(setting: str, arch: str, regime: str):
     minutes per thousand trajectories here). Deterministic rules: 8,000 steps in 1-D and 16,000
     in 2-D (at 8,000 a 2-D model still gains in the decay: val TF sequence accuracy 0.47 at
     6,500, 0.945 at 8,000), starting with a short horizon curriculum (T = 3, then 5, for 1000
-    batches each). Stochastic rules: 18,000
-    steps; the first 12,000 draw near-deterministic Dirichlet(0.02) rules at T = 3, 5, then 10
-    (the gather-and-match circuit forms there, on cheap short streams), the rest Dirichlet(1)
-    rules at the full T. With AdamW alone the stochastic circuit formed on one ECA seed of three;
+    batches each). Stochastic rules: 18,000 steps; the first 12,000 draw near-deterministic
+    Dirichlet(0.02) rules at T = 3, 5, then 10 (the gather-and-match circuit forms there, on
+    cheap short streams), the rest Dirichlet(1) rules at the full T. With AdamW alone the stochastic circuit formed on one ECA seed of three;
     what was tried and measured is in docs/results/spatial_induction.md."""
     d = 64
     if regime == "det":
