@@ -71,3 +71,23 @@ def test_random_subsets_draw_from_the_pool_and_flag_small_pools():
     assert ok.tolist() == [True, False, True]
     assert mask.sum(1).tolist() == [3, 0, 0]
     assert not (mask & ~pool).any()
+
+
+def test_partial_agreement_counts_equal_parent_cells_directly():
+    """`agreement` is k exactly on the matching precedents, -1 off the completed cells, and
+    elsewhere the number of parent cells equal to the target's, counted digit by digit."""
+    lat = elementary(6)
+    traj = evolve(lat, np.stack([wolfram(110), wolfram(30)]), 5, np.random.default_rng(0))
+    layout = Layout(lat, 5)
+    sets = query_sets(layout, traj, 2)
+    completed = sets.matching | sets.matching_pool
+    assert ((sets.agreement == lat.k) == sets.matching).all()
+    assert ((sets.agreement < 0) == ~completed).all()
+    codes = parent_codes(lat, traj)
+    for i in range(0, len(sets), 7):
+        t, z, _ = layout.unrho(int(sets.pos[i]) + 1)
+        target = np.unravel_index(int(codes[(int(sets.batch[i]), t) + tuple(int(a) for a in z)]), (2,) * lat.k)
+        for m in np.flatnonzero(completed[i]):
+            tp, zp, _ = layout.unrho(int(m))  # the cell at position m
+            key = np.unravel_index(int(codes[(int(sets.batch[i]), tp) + tuple(int(a) for a in zp)]), (2,) * lat.k)
+            assert sets.agreement[i, m] == sum(a == b for a, b in zip(key, target))

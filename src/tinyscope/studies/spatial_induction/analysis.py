@@ -111,6 +111,7 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
     need_acts = bool(want & {"probes", "tsne"})
 
     masses = {"L1": [], "L2": []}
+    detail = AlignmentDetail(task.lattice.k, layout.input_length, model.blocks[0].attn.n_heads)
     correct = {c: [] for c in CONDITIONS}
     unchanged = {"L1 random": 0, "L2 random": 0}
     acts = {s: [] for s in STAGES}
@@ -129,6 +130,7 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
         if "alignment" in want:
             masses["L1"].append(attention_mass(cache["pattern", 0], sets.batch, sets.pos, sets.routing))
             masses["L2"].append(attention_mass(cache["pattern", 1], sets.batch, sets.pos, sets.matching))
+            detail.add(cache["pattern", 0], cache["pattern", 1], sets)
         if "ablation" in want:
             with torch.no_grad():
                 _ablation_chunk(model, tokens, sets, V, cfg, rng, logits, correct, unchanged)
@@ -151,6 +153,7 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
     figures: dict = {}
     if "alignment" in want:
         results["alignment"] = {layer: summarize(np.concatenate(m)) for layer, m in masses.items()}
+        results["alignment_detail"] = detail.result()
         figures["alignment"] = alignment_figure(results["alignment"])
     if "ablation" in want:
         acc = {c: float(np.mean(np.concatenate(v))) for c, v in correct.items()}
@@ -174,6 +177,49 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
             figures[f"attention_L1_head{h}"] = grid_attention_figure(pat0[h, q], layout, q, f"L1 head {h}, query {q}")
         figures["attention_L2"] = grid_attention_figure(pat1[0, q], layout, q, f"L2, query {q}")
     return results, figures
+
+
+class AlignmentDetail:
+    """Where the attention goes besides the construction's positions (a diagnostic beyond App. I.5).
+
+    * ``L1_offsets``: for each layer-1 head, the key offsets (query position − key position) that
+      carry the most mass, averaged over scored queries;
+    * ``L2_agreement``: layer 2's mass on the completed cells whose parent configuration agrees
+      with the target's in a = 0..k of its k cells (a = k: the matching precedents), beside the
+      share of such cells among the completed ones (the mass uniform attention would give).
+      A matching head puts its mass at a = k; a head that pools the whole context follows the
+      uniform shares.
+    """
+
+    def __init__(self, k: int, n_positions: int, l1_heads: int):
+        self.k = k
+        self.offsets = np.zeros((l1_heads, n_positions))  # summed mass by offset
+        self.agreement = np.zeros(k + 1)  # summed L2 mass by agreement level
+        self.uniform = np.zeros(k + 1)  # summed share of completed cells by level
+        self.n = 0
+
+    def add(self, pattern1: torch.Tensor, pattern2: torch.Tensor, sets: QuerySets) -> None:
+        b, pos = torch.as_tensor(sets.batch), torch.as_tensor(sets.pos)
+        rows1 = pattern1[b, :, pos].double()  # (Q, H, N)
+        back = pos[:, None] - torch.arange(rows1.shape[-1])  # (Q, N): key index at each offset
+        by_offset = rows1.gather(-1, back.clamp_min(0)[:, None, :].expand_as(rows1)) * (back >= 0)[:, None, :]
+        self.offsets += by_offset.sum(0).numpy()  # (H, N)
+        rows2 = pattern2[b, :, pos].double().mean(1).numpy()  # (Q, N), heads averaged
+        completed = np.maximum((sets.agreement >= 0).sum(1), 1)  # (Q,)
+        for a in range(self.k + 1):
+            at = sets.agreement == a  # (Q, N)
+            self.agreement[a] += float((rows2 * at).sum())
+            self.uniform[a] += float((at.sum(1) / completed).sum())
+        self.n += len(sets)
+
+    def result(self, top: int = 4) -> dict:
+        n = max(self.n, 1)
+        heads = []
+        for mass in self.offsets / n:
+            best = np.argsort(-mass)[:top]
+            heads.append([[int(o), float(mass[o])] for o in best])
+        return {"L1_offsets": heads, "L2_agreement": {"mass": [float(m) for m in self.agreement / n],
+                                                      "uniform": [float(u) for u in self.uniform / n]}}
 
 
 def _keep_points(sets: QuerySets, per_traj: int, rng: np.random.Generator) -> np.ndarray:

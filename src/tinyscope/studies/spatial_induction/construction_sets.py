@@ -10,6 +10,8 @@ token at ``n`` has the (virtual) address (t, kappa) with kappa = z - u_d (App. C
   configuration equals the target's, P_{t',z'} = P_{t,z}.
 * Controls (App. I.6): L1 random cells are drawn from the other cells of step t - 1; L2 random
   cells from the completed non-matching cells (m <= n, t' >= 1, P_{t',z'} != P_{t,z}).
+* Partial matches (a diagnostic beyond the paper): for every completed cell, the number of the k
+  parent cells in which its configuration agrees with the target's (k on the matching precedents).
 
 All sets are boolean masks over the model's input positions, shape (Q, N_in).
 """
@@ -31,6 +33,8 @@ class QuerySets:
     target:         (Q,) true next cell state; config: (Q,) the target's parent configuration code.
     routing:        (Q, N_in) L1 routing cells;   routing_pool: (Q, N_in) other cells of step t - 1.
     matching:       (Q, N_in) L2 matching precedents; matching_pool: (Q, N_in) non-matching completed cells.
+    agreement:      (Q, N_in) int8, parent cells agreeing with the target's configuration (0..k) at
+                    completed cells, -1 elsewhere.
     """
 
     batch: np.ndarray
@@ -41,6 +45,7 @@ class QuerySets:
     routing_pool: np.ndarray
     matching: np.ndarray
     matching_pool: np.ndarray
+    agreement: np.ndarray
 
     def __len__(self) -> int:
         return len(self.pos)
@@ -78,6 +83,11 @@ def query_sets(layout: Layout, traj: np.ndarray, T0: int) -> QuerySets:
     completed = (code_at >= 0)[:, None, :] & causal[None]  # (B, q, N) cells of t' >= 1 at m <= n
     match = completed & (code_at[:, None, :] == tgt_code[:, :, None])  # (B, q, N)
     pool = completed & ~match
+    key_digits, tgt_digits = lat.decode(np.maximum(code_at, 0)), lat.decode(tgt_code)  # (B, N, k), (B, q, k)
+    agreement = np.zeros(match.shape, dtype=np.int8)  # (B, q, N)
+    for j in range(lat.k):
+        agreement += key_digits[:, None, :, j] == tgt_digits[:, :, None, j]
+    agreement[~completed] = -1
 
     Q = B * len(queries)
     return QuerySets(
@@ -89,6 +99,7 @@ def query_sets(layout: Layout, traj: np.ndarray, T0: int) -> QuerySets:
         routing_pool=np.broadcast_to(routing_pool, (B, *routing_pool.shape)).reshape(Q, N),
         matching=match.reshape(Q, N),
         matching_pool=pool.reshape(Q, N),
+        agreement=agreement.reshape(Q, N),
     )
 
 
