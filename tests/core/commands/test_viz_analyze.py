@@ -27,7 +27,7 @@ def test_analyze_of_a_study_that_declares_no_analyses_is_one_line(runs, capsys):
 
 def test_analyze_list_names_the_study_analyses(runs, capsys):
     assert main(["analyze", str(runs["sih-eca-dedicated-det"]), "--list"]) == 0
-    assert capsys.readouterr().out.split() == ["attention", "alignment", "ablation", "probes", "tsne"]
+    assert capsys.readouterr().out.split() == ["attention", "alignment", "ablation", "probes", "tsne", "counts"]
 
 
 @pytest.mark.parametrize("name, expected", [("sih-eca-dedicated-det", "rollout"), ("plus-last-even", "05_embeddings")])

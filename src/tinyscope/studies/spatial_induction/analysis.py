@@ -1,6 +1,8 @@
 """The full mechanistic analysis of a cellular-automaton run (spatial-induction paper, Sec. 5.2,
 App. I.5-I.8): attention alignment, attention ablation with random controls, layerwise linear
-probes and t-SNE, on fresh coverage-filtered test trajectories.
+probes and t-SNE, on fresh coverage-filtered test trajectories; and two diagnostics beyond the
+paper, the alignment detail (:class:`AlignmentDetail`) and the KL by context count
+(:mod:`~tinyscope.studies.spatial_induction.count_profile`).
 
 Everything reads the model through hook names only (``blocks.{l}.attn.hook_pattern``,
 ``blocks.{l}.hook_resid_pre|mid|post``), so it applies to trained and compiled models alike.
@@ -21,16 +23,18 @@ from tinyscope.interp.alignment import attention_mass, summarize
 from tinyscope.interp.probes import balanced_indices, config_probe, group_folds, soft_probe
 from tinyscope.studies.spatial_induction.bayes import stream_predictive
 from tinyscope.studies.spatial_induction.construction_sets import QuerySets, query_sets, random_subsets
+from tinyscope.studies.spatial_induction.count_profile import CountProfile, count_profile_figure
 
 log = logging.getLogger(__name__)
 
-ANALYSES = ("attention", "alignment", "ablation", "probes", "tsne")
+ANALYSES = ("attention", "alignment", "ablation", "probes", "tsne", "counts")
 CAPTIONS = {  # by the figure name's first word
     "attention": "attention over the grid of one query (Fig. 2)",
     "alignment": "attention mass on the positions the construction predicts (App. I.5)",
     "ablation": "TF cell accuracy with routing cells / matched precedents removed vs random controls (App. I.6)",
     "probes": "linear probes per stage: configuration and k-gram posterior (App. I.7)",
     "tsne": "t-SNE per stage, coloured by configuration and output (App. I.8)",
+    "counts": "KL to the k-gram predictor and entropies by context count n_c (a diagnostic beyond the paper)",
 }
 STAGES = {  # name -> hook of the post-residual stream after that sub-layer
     "embedding": "blocks.0.hook_resid_pre",
@@ -112,6 +116,7 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
 
     masses = {"L1": [], "L2": []}
     detail = AlignmentDetail(task.lattice.k, layout.input_length, model.blocks[0].attn.n_heads)
+    profile = CountProfile(layout)
     correct = {c: [] for c in CONDITIONS}
     unchanged = {"L1 random": 0, "L2 random": 0}
     acts = {s: [] for s in STAGES}
@@ -131,6 +136,8 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
             masses["L1"].append(attention_mass(cache["pattern", 0], sets.batch, sets.pos, sets.routing))
             masses["L2"].append(attention_mass(cache["pattern", 1], sets.batch, sets.pos, sets.matching))
             detail.add(cache["pattern", 0], cache["pattern", 1], sets)
+        if "counts" in want:
+            profile.add(logits, traj[sl], sets)
         if "ablation" in want:
             with torch.no_grad():
                 _ablation_chunk(model, tokens, sets, V, cfg, rng, logits, correct, unchanged)
@@ -155,6 +162,9 @@ def analyze(model: torch.nn.Module, task, cfg: AnalysisConfig, progress: bool = 
         results["alignment"] = {layer: summarize(np.concatenate(m)) for layer, m in masses.items()}
         results["alignment_detail"] = detail.result()
         figures["alignment"] = alignment_figure(results["alignment"])
+    if "counts" in want:
+        results["counts"] = profile.result()
+        figures["counts"] = count_profile_figure(results["counts"])
     if "ablation" in want:
         acc = {c: float(np.mean(np.concatenate(v))) for c, v in correct.items()}
         n_q = int(sum(len(v) for v in correct["none"]))
