@@ -6,6 +6,8 @@
 * Threshold stop: ``metric`` meets ``threshold`` on ``consecutive`` evaluations in a row
   (TraceRelay: two consecutive ID means >= 99%).
 * Patience stop: ``patience`` evaluations without an improvement larger than ``min_delta``.
+* Gate: at the first evaluation at or after ``gate_step``, a run whose best ``gate_metric`` so far
+  has not met ``gate_threshold`` stops (a try that a restart rule then replaces).
 """
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ from tinyscope.errors import ConfigError
 
 def _better(a: float, b: float, mode: str) -> bool:
     return a < b if mode == "min" else a > b
+
+
+def _meets(value: float, threshold: float, mode: str) -> bool:
+    return value <= threshold if mode == "min" else value >= threshold
 
 
 def _get(metrics: dict, name: str) -> float:
@@ -57,8 +63,13 @@ class Selection:
 
 class StopRules:
     def __init__(self, metric: str | None, threshold: float, mode: str, consecutive: int,
-                 patience_metric: str | None, patience_mode: str, patience: int, min_delta: float):
+                 patience_metric: str | None, patience_mode: str, patience: int, min_delta: float,
+                 gate_metric: str | None = None, gate_mode: str = "max", gate_step: int = 0,
+                 gate_threshold: float = 0.0):
         self.metric, self.threshold, self.mode, self.consecutive = metric, threshold, mode, consecutive
+        self.gate_metric, self.gate_mode = gate_metric, gate_mode
+        self.gate_step, self.gate_threshold = gate_step if gate_metric is not None else 0, gate_threshold
+        self.gate_best: float | None = None
         self.patience_metric, self.patience_mode = patience_metric, patience_mode
         self.patience, self.min_delta = patience, min_delta
         self.hits = 0
@@ -73,9 +84,13 @@ class StopRules:
     def update(self, metrics: dict) -> str | None:
         if not metrics:
             return None
+        if self.gate_step:
+            value = _get(metrics, self.gate_metric)
+            if self.gate_best is None or _better(value, self.gate_best, self.gate_mode):
+                self.gate_best = value
         if self.metric is not None:
             value = _get(metrics, self.metric)
-            met = value <= self.threshold if self.mode == "min" else value >= self.threshold
+            met = _meets(value, self.threshold, self.mode)
             self.hits = self.hits + 1 if met else 0
             if self.hits >= self.consecutive:
                 self.reason = f"{self.metric} {'<=' if self.mode == 'min' else '>='} {self.threshold} on {self.hits} consecutive evaluations"
@@ -91,9 +106,21 @@ class StopRules:
                     self.reason = f"no improvement of {self.patience_metric} for {self.patience} evaluations"
         return self.reason
 
+    def gate(self, step: int) -> str | None:
+        """Stop at the gate when the best ``gate_metric`` so far misses ``gate_threshold``."""
+        if not self.gate_step or step < self.gate_step or self.reason is not None:
+            return self.reason
+        if self.gate_best is None or not _meets(self.gate_best, self.gate_threshold, self.gate_mode):
+            best = "nothing" if self.gate_best is None else f"{self.gate_best:.4g}"
+            self.reason = (f"gate: best {self.gate_metric} {best} by step {step} misses "
+                           f"{'<=' if self.gate_mode == 'min' else '>='} {self.gate_threshold}")
+        return self.reason
+
     def state(self) -> dict:
-        return {"hits": self.hits, "since_improvement": self.since_improvement, "best": self.best, "reason": self.reason}
+        return {"hits": self.hits, "since_improvement": self.since_improvement, "best": self.best, "reason": self.reason,
+                "gate_best": self.gate_best}
 
     def load(self, state: dict) -> None:
         self.hits, self.since_improvement = state["hits"], state["since_improvement"]
         self.best, self.reason = state["best"], state["reason"]
+        self.gate_best = state.get("gate_best")  # absent from checkpoints written before the gate

@@ -103,6 +103,10 @@ class TrainConfig:
     stop_consecutive: int = 1                 # ... on this many consecutive evaluations
     patience: int = 0                         # evaluations without improvement of select_metric; 0 = off
     min_delta: float = 0.0
+    gate_metric: str | None = None            # a try whose best gate_metric so far ...
+    gate_mode: Literal["min", "max"] = "max"  # ... (max: higher is better) ...
+    gate_threshold: float = 0.0               # ... misses gate_threshold ...
+    gate_step: int = 0                        # ... at the first evaluation from this step on stops; 0 = off
     device: str = "auto"                      # auto | cpu | cuda | cuda:N
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # bf16: autocast of the training forward (train/machine.py)
     threads: int | Literal["auto"] = "auto"   # torch intra-op threads: N, 0 = leave as is, auto = the fastest (machine.py)
@@ -134,6 +138,10 @@ class TrainConfig:
         check(self.checkpoint_every >= 0, f"train.checkpoint_every={self.checkpoint_every} must be >= 0")
         check(self.stop_consecutive >= 1, f"train.stop_consecutive={self.stop_consecutive} must be >= 1")
         check(self.patience >= 0, f"train.patience={self.patience} must be >= 0")
+        check(self.gate_step >= 0, f"train.gate_step={self.gate_step} must be >= 0 (0 turns the gate off)")
+        check(not self.gate_step or self.gate_metric is not None,
+              f"train.gate_step={self.gate_step} needs train.gate_metric, the metric the gate judges")
+        check(math.isfinite(self.gate_threshold), f"train.gate_threshold={self.gate_threshold} must be a finite number")
         self._normalize_machine_fields()
         check(math.isfinite(self.stop_threshold), f"train.stop_threshold={self.stop_threshold} must be a finite number")
         check(math.isfinite(self.min_delta) and self.min_delta >= 0,
@@ -232,7 +240,8 @@ class Trainer:
             self.train_model = DistributedDataParallel(self.model)
         self.selection = Selection(cfg.select_metric, cfg.select_mode, cfg.tie_break_metric, cfg.tie_break_mode)
         self.stop_rules = StopRules(cfg.stop_metric, cfg.stop_threshold, cfg.stop_mode, cfg.stop_consecutive,
-                                    cfg.select_metric if cfg.patience else None, cfg.select_mode, cfg.patience, cfg.min_delta)
+                                    cfg.select_metric if cfg.patience else None, cfg.select_mode, cfg.patience, cfg.min_delta,
+                                    cfg.gate_metric, cfg.gate_mode, cfg.gate_step, cfg.gate_threshold)
         self.step = 0
         self.tokens_seen = 0
         self.wall_time = 0.0
@@ -615,12 +624,13 @@ class Trainer:
         self.last_metrics = metrics
         clock = {} if self._t0 is None or "time" in metrics else {"time": round(time.perf_counter() - self._t0, 3)}
         self._log({"step": self.step, "split": "eval", **metrics, **clock})
-        for name in (self.cfg.select_metric, self.cfg.tie_break_metric, self.cfg.stop_metric):
+        for name in (self.cfg.select_metric, self.cfg.tie_break_metric, self.cfg.stop_metric, self.cfg.gate_metric):
             if name is not None and name in metrics and not math.isfinite(metrics[name]):
                 self._diverged(f"the evaluation gave {name}={metrics[name]}", self.step)
         if self.selection.update(self.step, metrics):
             self._save_model("best.safetensors", step=self.step, metrics=metrics)
-        return self.stop_rules.update(metrics)
+        self.stop_rules.update(metrics)
+        return self.stop_rules.gate(self.step)
 
     def _grad_norm(self) -> torch.Tensor:
         """The total gradient norm, clipped to train.grad_clip when that is set (the norm

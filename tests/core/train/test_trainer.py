@@ -105,6 +105,44 @@ def test_threshold_needs_consecutive_hits_and_patience_counts_evaluations():
     assert pat.update({"loss": 0.992}) is not None
 
 
+def test_the_gate_judges_the_best_value_so_far_once_its_step_is_reached():
+    def rules(threshold):
+        return StopRules(None, 0, "min", 1, None, "min", 0, 0.0, gate_metric="acc", gate_mode="max",
+                         gate_step=200, gate_threshold=threshold)
+
+    gate = rules(0.9)
+    gate.update({"acc": 0.5})
+    assert gate.gate(100) is None  # before the gate step nothing is judged
+    gate.update({"acc": 0.95})
+    assert gate.gate(200) is None  # met: the run goes on, and a later dip does not stop it
+    gate.update({"acc": 0.2})
+    assert gate.gate(300) is None
+    late = rules(0.99)
+    for acc in (0.5, 0.95, 0.2):
+        late.update({"acc": acc})
+    assert late.gate(300).startswith("gate: best acc 0.95 by step 300 misses >= 0.99")
+    resumed = rules(0.99)
+    resumed.load(late.state())
+    assert resumed.gate_best == 0.95 and resumed.stopped
+    off = StopRules(None, 0, "min", 1, None, "min", 0, 0.0)
+    off.update({"acc": 0.0})
+    assert off.gate(10_000) is None
+
+
+def test_a_run_that_misses_its_gate_stops_there(tmp_path):
+    gate = ["train.gate_metric=val_loss", "train.gate_mode=min", "train.gate_step=150"]
+    res = run_experiment("plus-last-even", "smoke", seed=2, out=tmp_path / "r", progress=False,
+                         overrides=gate + ["train.gate_threshold=-1"])
+    assert res["steps"] == 200 and res["stopped"].startswith("gate: best val_loss")
+    assert (tmp_path / "r" / "checkpoints" / "best.safetensors").exists()
+    passed = run_experiment("plus-last-even", "smoke", seed=2, out=tmp_path / "p", progress=False,
+                            overrides=gate + ["train.gate_threshold=100"])
+    assert passed["steps"] == 300 and passed["stopped"] == "max_steps"
+    with pytest.raises(Exception, match="needs train.gate_metric"):
+        run_experiment("plus-last-even", "smoke", seed=2, out=tmp_path / "x", progress=False,
+                       overrides=["train.gate_step=150"])
+
+
 def test_threshold_stop_ends_training_early(tmp_path):
     res = run_experiment("plus-last-even", "smoke", seed=2, out=tmp_path / "r", progress=False,
                          overrides=["train.stop_metric=val_loss", "train.stop_threshold=100",
