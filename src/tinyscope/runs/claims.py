@@ -160,9 +160,11 @@ def _common_seeds(runs: Runs, sets: Sequence[int]) -> list[int]:
 RUN_ENTRIES = ("steps", "wall_time", "selected_step", "eval_time", "n_parameters", "phases")
 
 
-def metric(key: str, run_set: int = 0) -> Measure:
-    """The final value of ``key`` (results.json ``metrics``, or a top-level entry) in each run."""
-    of_training = key.split(".", 1)[0] in RUN_ENTRIES
+def metric(key: str, run_set: int = 0, of_training: bool = False) -> Measure:
+    """The final value of ``key`` (results.json ``metrics``, or a top-level entry) in each run.
+    ``of_training``: the metric records the training (a curriculum's stages reached), so a fresh
+    evaluation of the selected model cannot recheck it (as for the run entries)."""
+    of_training = of_training or key.split(".", 1)[0] in RUN_ENTRIES
     return Measure(key, lambda runs: {s: r.value(key) for s, r in (runs[run_set].items() if runs else ())},
                    final_only=run_set == 0 and not of_training, key=key)
 

@@ -155,3 +155,15 @@ def test_claim_is_well_formed(claim):
         run_exp.config(rs.preset, rs.seeds[0], list(rs.overrides))  # raises on a bad preset or --set value
         if claim.needs_gpu:
             assert rs.preset == "paper", f"{claim.id} needs a GPU but runs preset {rs.preset}"
+
+
+def test_training_metrics_are_not_rechecked_on_a_fresh_set():
+    """A metric of the training (a curriculum's stages reached, a run entry) is not final_only, so
+    no zoo entry is exported for it; a final evaluation metric is."""
+    assert metric("test_acc").final_only
+    assert not metric("stages_reached", of_training=True).final_only
+    assert not metric("wall_time").final_only
+    from tinyscope.studies.log_icot import claims as log_icot_claims  # noqa: F401  (registers them)
+
+    stages = [c for c in all_claims("log_icot") if c.measure is not None and c.measure.key == "stages_reached"]
+    assert stages and not any(c.measure.final_only for c in stages)

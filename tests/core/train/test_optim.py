@@ -7,6 +7,7 @@ from torch import nn
 
 from tinyscope.errors import ConfigError
 from tinyscope.runs.rundir import run_experiment
+from tinyscope.train import machine
 from tinyscope.train.optim import TORCH_MUON, MuonAdamW, muon_param_groups, orthogonalize, orthogonalize_svd
 from tinyscope.train.trainer import TrainConfig
 
@@ -186,7 +187,10 @@ def test_a_killed_muon_run_resumes_exactly(tmp_path, kill_run_at):
     out = tmp_path / "killed"
     trainer = kill_run_at("theia-kleene", "smoke", 2, overrides, out, tmp_path / "full", step=12)
     assert isinstance(trainer.opt, MuonAdamW) and trainer.opt.param_groups[0]["use_muon"]
-    assert trainer.opt.implementation == ("torch" if TORCH_MUON is not None else "tinyscope")
+    # torch's Muon iterates in bf16 only, which the trainer asks for on a CPU with native bf16
+    torch_muon = TORCH_MUON is not None and trainer.opt.defaults["ns_bf16"]
+    assert trainer.opt.defaults["ns_bf16"] == machine.bf16_native()
+    assert trainer.opt.implementation == ("torch" if torch_muon else "tinyscope")
     resumed = run_experiment("theia-kleene", "smoke", seed=2, overrides=overrides, out=out, resume=True,
                              progress=False, report="none")
     assert resumed["metrics"] == full["metrics"]
