@@ -76,6 +76,29 @@ def machine() -> str:
     return f"{name} ({cores} cores)"
 
 
+def hardware(device=None) -> str:
+    """:func:`machine`, with the GPU's name when ``device`` is a CUDA device, e.g.
+    "AMD EPYC (16 cores), NVIDIA H200": where a run trained, as its results.json records it."""
+    name = machine()
+    if device is not None and getattr(device, "type", str(device).split(":")[0]) == "cuda":
+        import torch
+
+        name += f", {torch.cuda.get_device_name(device)}"
+    return name
+
+
+def runs_hardware(run_dirs) -> str:
+    """The hardware the runs in ``run_dirs`` trained on (their results.json), joined with "; "
+    when they differ; this machine's for runs that predate the record."""
+    names = set()
+    for d in run_dirs:
+        try:
+            names.add(json.loads((Path(d) / "results.json").read_text()).get("hardware") or machine())
+        except (OSError, ValueError):
+            names.add(machine())
+    return "; ".join(sorted(names)) or machine()
+
+
 def calibrate(repeats: int = 3) -> float:
     """Seconds this machine takes for a fixed small training-like workload on one thread (the
     best of ``repeats``): forward, backward and an AdamW step of a 2-layer MLP on a 256×256 batch.

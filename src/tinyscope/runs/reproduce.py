@@ -396,19 +396,29 @@ def write_outputs(p: Plan, results: list[ClaimResult]) -> tuple[Path, Path]:
     return p.out / "claims.json", p.out / "claims.md"
 
 
-def record(p: Plan, results: list[ClaimResult], command: str, zoo_names: dict[str, str] | None = None,
-           root: Path | None = None) -> list[Path]:
-    """Write the measurements made at each claim's own preset into the study ledgers, with the
-    wall times of their runs (for later estimates); returns the ledgers written."""
+def recordable(results: list[ClaimResult]) -> list[ClaimResult]:
+    """The results that stand as a claim's measurement: made at the claim's own preset, on every
+    seed it lists. Fewer finished seeds (``--n-seeds``, ``--collect-only`` while runs are still
+    to come) make a check, which neither the ledger nor the zoo keeps."""
     own = {c.id: c for c in all_claims()}
-    calibration = ledger.calibrate()
-    by_study: dict[str, list[ClaimResult]] = {}
+    out = []
     for r in results:
         base = own.get(r.claim.id)
         if base is None or r.measurement.n == 0 or r.claim.preset != base.preset:
             continue
         if r.claim.runs and len(r.run_dirs) < len(base.runs[0].seeds):
-            continue  # fewer finished seeds than the claim asks for (--n-seeds, runs to come): a check
+            continue
+        out.append(r)
+    return out
+
+
+def record(p: Plan, results: list[ClaimResult], command: str, zoo_names: dict[str, str] | None = None,
+           root: Path | None = None) -> list[Path]:
+    """Write the measurements made at each claim's own preset into the study ledgers, with the
+    wall times of their runs (for later estimates); returns the ledgers written."""
+    calibration = ledger.calibrate()
+    by_study: dict[str, list[ClaimResult]] = {}
+    for r in recordable(results):
         by_study.setdefault(r.claim.study, []).append(r)
     written = []
     for study, items in by_study.items():
@@ -418,7 +428,8 @@ def record(p: Plan, results: list[ClaimResult], command: str, zoo_names: dict[st
             rec = {**m.to_dict(), "preset": r.claim.preset, "measure": r.claim.measure.label if r.claim.measure else
                    "computed", "seeds": sorted(m.per_seed), "extras": {k: _plain(v) for k, v in r.extras.items()},
                    "command": command, "measured": time.strftime("%Y-%m-%d"),
-                   "machine": ledger.machine(), "tinyscope_version": __version__}
+                   "machine": ledger.runs_hardware(r.run_dirs.values()) if r.run_dirs else ledger.machine(),
+                   "tinyscope_version": __version__}
             if zoo_names and r.claim.id in zoo_names:
                 rec["zoo"] = zoo_names[r.claim.id]
             data["claims"][r.claim.id] = rec
@@ -472,7 +483,7 @@ def export_entry(run_path: Path, name: str, claims: list[str], command: str, roo
 
 
 def export_zoo(p: Plan, results: list[ClaimResult]) -> dict[str, str]:
-    """Zoo entries for the first run set of every met claim that a fresh evaluation of one run
+    """Zoo entries for the first run set of every met, :func:`recordable` claim that a fresh evaluation of one run
     can recheck (a measure of the final evaluation) and whose ``zoo`` is not "none": its median
     seed, named ``<experiment>-<preset>[-<setting>]``, or, when a claim on the run set asks for
     "all", every finished seed, each named with ``-s<seed>`` appended. The entries of a run set
@@ -480,7 +491,7 @@ def export_zoo(p: Plan, results: list[ClaimResult]) -> dict[str, str]:
     set's first such claim where that seed has none)."""
     # run set -> (run set, its first claim's seed, seed -> the claims it backs, claim -> its own seed)
     chosen: dict[str, tuple[RunSet, int, dict[int, set[str]], dict[str, int]]] = {}
-    for r in results:
+    for r in recordable(results):
         if r.zoo_seed is None or not r.claim.runs or not r.claim.measure.final_only or r.claim.zoo == "none":
             continue
         rs = r.claim.runs[0]

@@ -40,7 +40,7 @@ from tinyscope import __version__
 from tinyscope.config import from_dict, to_dict
 from tinyscope.errors import CheckpointError, ConfigError
 from tinyscope.models.utils import count_parameters
-from tinyscope.runs import registry
+from tinyscope.runs import ledger, registry
 from tinyscope.runs.experiment import Experiment, Stage
 from tinyscope.runs.lock import run_lock
 from tinyscope.train import checkpoint as ckpt
@@ -419,6 +419,7 @@ def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model
         "eval_time": round(time.perf_counter() - t0, 3),
         "n_parameters": count_parameters(model),
         "machine": result.machine,  # precision, threads, compile as the Trainer resolved them
+        "hardware": ledger.hardware(next(model.parameters(), torch.empty(0)).device),  # where it trained
     }
     record = json.loads((out / "config.json").read_text())  # the resolved choice beside the requested one
     ckpt.atomic_write_json(out / "config.json", {**record, "machine": result.machine})

@@ -4,8 +4,10 @@ Processes come from a fork server that has already imported torch and every expe
 (``multiprocessing`` "forkserver" with a preload), so a run starts in milliseconds, yet no
 process inherits the sweep's threads or state. Each child holds the read end of a pipe whose
 write end only the sweep holds: if the sweep is killed, even with SIGKILL, the pipe closes
-and the child exits, so a rerun never races a leftover process. With several GPUs, each run
-sees one (CUDA_VISIBLE_DEVICES), the least busy at its start.
+and the child exits, so a rerun never races a leftover process. On a machine with GPUs the runs
+are spawned instead (a fresh interpreter each): CUDA cannot start in a forked child of a process
+where anything touched it, and importing torch's GPU-side modules may. With several GPUs, each
+run sees one (CUDA_VISIBLE_DEVICES), the least busy at its start.
 """
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ def child_main(job: Job, ctl) -> None:
     run_child(job, ctl)
 
 
-def context() -> mp.context.BaseContext:
-    if "forkserver" in mp.get_all_start_methods():
+def context(cuda: bool = False) -> mp.context.BaseContext:
+    """The start method of the runs' processes: a preloaded fork server, or ``spawn`` when the
+    runs use CUDA (``cuda``) or the platform has no fork server."""
+    if not cuda and "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["tinyscope.sweep.worker"])
         return ctx
@@ -47,7 +51,7 @@ def visible_gpus() -> list[str]:
 def prestart() -> None:
     """Start the fork server now, so that it imports torch and the experiments while this
     process does its own imports and validation (they overlap on two or more cores)."""
-    ctx = context()
+    ctx = context(cuda=bool(visible_gpus()))
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
@@ -62,10 +66,10 @@ def run_local(jobs: list[Job], n_jobs: int, on_start: Callable[[Job], None],
     propagates; their runs resume from their last checkpoint next time."""
     from tinyscope.sweep.index import run_dir_row
 
-    ctx = context()
+    gpus = visible_gpus()
+    ctx = context(cuda=bool(gpus))
     pending: deque[Job] = deque(jobs)
     running: dict[int, tuple[Any, Job, Any]] = {}
-    gpus = visible_gpus()
     try:
         while pending or running:
             while pending and len(running) < n_jobs:

@@ -109,7 +109,26 @@ def test_record_leaves_a_claim_out_until_all_its_seeds_are_finished(done, tmp_pa
     one_seed = dataclasses.replace(rule, run_dirs={0: rule.run_dirs[0]})
     assert reproduce.record(plan, [one_seed], "cmd", root=tmp_path) == []
     reproduce.record(plan, [rule], "cmd", root=tmp_path)
-    assert ledger.read_ledger("minimal", tmp_path)["claims"]["minimal/fig3/rule_error"]["n"] == 2
+    rec = ledger.read_ledger("minimal", tmp_path)["claims"]["minimal/fig3/rule_error"]
+    assert rec["n"] == 2 and rec["machine"] == ledger.machine()  # where the runs trained: this CPU
+
+
+def test_the_ledger_names_the_hardware_the_runs_trained_on(done, tmp_path):
+    """Runs trained elsewhere (a GPU machine) and collected here are recorded with their own
+    hardware, from results.json; runs on two kinds of machine name both."""
+    plan, _, results = done
+    rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
+    assert all(json.loads((d / "results.json").read_text())["hardware"] == ledger.machine()
+               for d in rule.run_dirs.values())
+    moved = {}
+    for seed, d in rule.run_dirs.items():
+        (tmp_path / str(seed)).mkdir()
+        res = json.loads((d / "results.json").read_text())
+        res["hardware"] = "Some CPU (16 cores), NVIDIA H200" if seed == 0 else res["hardware"]
+        (tmp_path / str(seed) / "results.json").write_text(json.dumps(res))
+        moved[seed] = tmp_path / str(seed)
+    assert ledger.runs_hardware([moved[0]]) == "Some CPU (16 cores), NVIDIA H200"
+    assert ledger.runs_hardware(moved.values()) == "; ".join(sorted({"Some CPU (16 cores), NVIDIA H200", ledger.machine()}))
 
 
 def test_zoo_export_and_fresh_recheck(done, tmp_path, monkeypatch, capsys):
@@ -140,6 +159,7 @@ def test_export_zoo_writes_the_median_seed_every_seed_or_none(done, tmp_path, mo
     rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
     met = dataclasses.replace(rule, claim=dataclasses.replace(rule.claim, zoo=mode, target=claims_mod.at_most(math.inf)),
                               measurement=dataclasses.replace(rule.measurement, verdict="met"))
+    monkeypatch.setattr(reproduce, "recordable", lambda results: results)  # smoke runs stand in for the claim's own
     named = reproduce.export_zoo(plan, [met])
     base, median = "plus-last-even-smoke", met.zoo_seed
     expected = {"median": [base], "all": [f"{base}-s0", f"{base}-s1"], "none": []}[mode]
@@ -148,6 +168,25 @@ def test_export_zoo_writes_the_median_seed_every_seed_or_none(done, tmp_path, mo
     assert sorted(e.info["seed"] for e in entries) == ([median] if mode == "median" else [0, 1] if mode == "all" else [])
     assert all(e.info["claims"] == ["minimal/fig3/rule_error"] for e in entries)
     assert named == ({} if mode == "none" else {"minimal/fig3/rule_error": base if mode == "median" else f"{base}-s{median}"})
+
+
+def test_a_check_on_fewer_seeds_than_the_claim_lists_is_neither_recorded_nor_exported(done, tmp_path, monkeypatch):
+    """Two finished seeds of a claim that lists ten (``--collect-only`` while runs are to come):
+    a met check, which neither the ledger nor the zoo keeps; all ten make it recordable."""
+    plan, _, results = done
+    monkeypatch.setenv("TINYSCOPE_ZOO", str(tmp_path / "zoo"))
+    (tmp_path / "zoo").mkdir()
+    rule = next(r for r in results if r.claim.id == "minimal/fig3/rule_error")
+    own = next(c for c in claims_mod.all_claims() if c.id == rule.claim.id)
+    check = dataclasses.replace(rule, claim=dataclasses.replace(own, target=claims_mod.at_most(math.inf)),
+                                measurement=dataclasses.replace(rule.measurement, verdict="met"))
+    assert len(check.run_dirs) == 2 < len(own.runs[0].seeds)
+    assert reproduce.recordable([check]) == [] and reproduce.export_zoo(plan, [check]) == {} and zoo.entries() == []
+    some_dir = next(iter(check.run_dirs.values()))
+    full = dataclasses.replace(check, run_dirs={s: some_dir for s in own.runs[0].seeds})
+    assert reproduce.recordable([full]) == [full]
+    on_smoke = dataclasses.replace(full, claim=full.claim.at("smoke"))
+    assert reproduce.recordable([on_smoke]) == []
 
 
 def test_the_zoo_seed_of_a_met_claim_meets_the_target_itself(done):

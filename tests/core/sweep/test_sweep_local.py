@@ -47,6 +47,24 @@ def test_2x2x2_sweep_with_two_jobs_completes_and_is_indexed(tmp_path):
     assert (again.done, again.skipped) == (0, 8)
 
 
+def test_runs_are_spawned_where_gpus_are_visible(tmp_path, monkeypatch):
+    """CUDA cannot start in a child forked from a process where it was touched, so a sweep that
+    hands out GPUs starts its runs with spawn (checked here on CPU, pretending one GPU is visible)."""
+    import tinyscope.sweep.local as local
+
+    assert local.context(cuda=True).get_start_method() == "spawn"
+    assert local.context().get_start_method() in ("forkserver", "spawn")
+    started = []
+    real = local.context
+    monkeypatch.setattr(local, "visible_gpus", lambda: ["0"])
+    monkeypatch.setattr(local, "context", lambda cuda=False: started.append(cuda) or real(cuda))
+    spec = SweepSpec("plus-last-even", "smoke", [3], {}, SHORT + ["train.device=cpu"])
+    res = run_sweep(spec, tmp_path, jobs=1, progress=False)
+    assert (res.done, res.failed) == (1, []) and started and all(started)
+    job = json.loads(next(tmp_path.rglob("sweep_job.json")).read_text())
+    assert job["spec"]["seed"] == 3
+
+
 def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path):
     spec = SweepSpec("plus-last-even", "smoke", [5], parse_grid(["train.device=cpu,cuda:99"]), SHORT)
     res = run_sweep(spec, tmp_path, jobs=2, progress=False)
