@@ -44,3 +44,26 @@ def restart_stages(seed: int, n: int, stage_train: TrainConfig, solved: Callable
 
     return [Stage(f"restart{k}", stage_train, prepare=prepare_for(k), seed=restart_seed(seed, k, salt))
             for k in range(1, n + 1)]
+
+
+CURRICULUM_SALT = (1,)  # keeps a curriculum's restart draws apart from restart stages' (salt ())
+
+
+def curriculum_restart(seed: int, curriculum, fresh_model: Callable[[], torch.nn.Module]
+                       ) -> Callable[[torch.nn.Module], bool]:
+    """The Trainer's ``restart`` rule for a curriculum with ``restart_steps`` (see
+    :mod:`tinyscope.train.curriculum`): when a restart is pending, every weight of the model is
+    drawn afresh by ``fresh_model()`` under ``restart_seed(seed, k)`` for restart ``k`` (torch's
+    global RNG is left as it was) and the curriculum is told; returns whether it restarted."""
+    def restart(model: torch.nn.Module) -> bool:
+        if not curriculum.restart_pending:
+            return False
+        k = curriculum.records[0].restarts + 1
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(restart_seed(seed, k, CURRICULUM_SALT))
+            fresh = fresh_model()
+        model.load_state_dict(fresh.state_dict())
+        curriculum.restarted()
+        return True
+    return restart
+

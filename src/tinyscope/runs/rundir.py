@@ -208,7 +208,7 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
     if dist_info().is_main:
         exp.write_run_files(cfg, task, out)
     trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, objective=exp.objective(cfg, task),
-                      evaluate=exp.evaluator(cfg, task), progress=progress)
+                      evaluate=exp.evaluator(cfg, task), progress=progress, restart=_restart_rule(exp, cfg, task))
     if resume:
         trainer.resume()
     result = trainer.fit()
@@ -223,6 +223,16 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
         _write_report(Run(out, exp, preset, cfg, task, model, step),
                       full=report == "full" or (report == "auto" and preset != "smoke"))
     return results
+
+
+def _restart_rule(exp: Experiment, cfg: Any, task: Any):
+    """The main phase's restart rule: a curriculum's (``curriculum.restart_steps``), else None."""
+    curriculum = getattr(task, "curriculum", None)
+    if curriculum is None or not curriculum.cfg.restart_steps:
+        return None
+    from tinyscope.runs.restarts import curriculum_restart
+
+    return curriculum_restart(cfg.seed, curriculum, lambda: exp.build_model(cfg, task))
 
 
 def _run_stages(out: Path, exp: Experiment, cfg: Any, task: Any, model: torch.nn.Module, main: Trainer, *,

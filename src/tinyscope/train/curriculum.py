@@ -14,6 +14,15 @@ spec: the task decides what such a step draws (Log-ICoT: the next stage's token 
 layer is trained on the inputs it will see once it is frozen). Evaluations during them make no
 decision.
 
+With ``restart_steps`` = R and ``max_restarts`` = M, a first stage still short of its threshold
+R steps after it started (or last restarted) asks for a restart (:attr:`Curriculum.restart_pending`):
+the experiment draws every weight afresh, the Trainer gives the optimizer fresh state, and
+:meth:`Curriculum.restarted` starts the stage's step count (and budget) again. Samples drawn before
+a restart stay counted in the stage's samples: a restarted run pays for its failed starts. The
+first stage is the one an explicit chain of thought trains from random weights, where a slow
+search for the parity pairs can stall for a whole budget while a fresh draw finds them (Log-ICoT,
+docs/results/log_icot.md); later stages start from trained layers and are not restarted.
+
 Metrics added to each evaluation by :meth:`Curriculum.metrics`: ``stage`` (index of the stage that
 was evaluated), ``progress`` (stage + the advance metric: increases through the curriculum, a
 selection metric), ``done`` (1 once the last stage met its threshold: a stop metric), ``samples``
@@ -39,12 +48,21 @@ class CurriculumConfig:
     min_stage_steps: int = 0             # steps a stage trains before it may advance
     lookahead_steps: int = 0             # steps a finished non-final stage trains on, drawn with the next
                                          # stage's spec as ``Curriculum.ahead``, before the next stage starts
+    restart_steps: int = 0               # a first stage short of its threshold this many steps after its
+                                         # start is started again from fresh weights (0 = never; see below)
+    max_restarts: int = 0                # restarts allowed; then the stage's budget applies as usual
 
     def __post_init__(self):
         check(self.advance_consecutive >= 1, f"curriculum.advance_consecutive={self.advance_consecutive} must be >= 1")
         check(self.stage_steps >= 0, f"curriculum.stage_steps={self.stage_steps} must be >= 0 (0 = no budget)")
         check(self.min_stage_steps >= 0, f"curriculum.min_stage_steps={self.min_stage_steps} must be >= 0")
         check(self.lookahead_steps >= 0, f"curriculum.lookahead_steps={self.lookahead_steps} must be >= 0")
+        check(self.restart_steps >= 0 and self.max_restarts >= 0,
+              f"curriculum.restart_steps={self.restart_steps} and curriculum.max_restarts={self.max_restarts} "
+              f"must be >= 0")
+        check(not (self.restart_steps and self.stage_steps and self.restart_steps >= self.stage_steps),
+              f"curriculum.restart_steps={self.restart_steps} must be below curriculum.stage_steps="
+              f"{self.stage_steps}, or the budget ends the first stage before a restart is due")
         check_choice("curriculum.advance_mode", self.advance_mode, ("max", "min"))
 
 
@@ -64,6 +82,7 @@ class StageRecord:
     samples: int = 0
     reason: str | None = None            # "threshold" | "budget" once the stage is over
     finish_step: int | None = None       # step at which it was over; end_step follows its look-ahead steps
+    restarts: int = 0                    # fresh starts of the weights within the stage (the first only)
 
 
 class Curriculum:
@@ -77,6 +96,7 @@ class Curriculum:
         self.hits = 0
         self.done = False
         self.lookahead_left = 0           # look-ahead steps still to train before the next stage
+        self.restart_pending = False      # set by update(); cleared by restarted()
         self.records: list[StageRecord] = [StageRecord(0, 0)]
 
     @property
@@ -120,10 +140,27 @@ class Curriculum:
         self.hits = self.hits + 1 if self._met(metrics) else 0
         if self.hits >= self.cfg.advance_consecutive and in_stage >= self.cfg.min_stage_steps and self.step > 0:
             self._finish("threshold")
+        elif self._restart_due(in_stage):
+            self.restart_pending = True
         elif self.cfg.stage_steps and in_stage >= self.cfg.stage_steps and not self.is_last:
             self._finish("budget")
         out["done"] = float(self.done)
         return out
+
+    def _restart_due(self, in_stage: int) -> bool:
+        c = self.cfg
+        return (c.restart_steps > 0 and self.stage == 0 and in_stage >= c.restart_steps
+                and self.records[0].restarts < c.max_restarts)
+
+    def restarted(self) -> None:
+        """The weights were drawn afresh for a pending restart: the first stage starts its step
+        count again (its samples so far stay counted)."""
+        check(self.restart_pending, "Curriculum.restarted() without a pending restart")
+        record = self.records[0]
+        record.restarts += 1
+        record.start_step = self.step
+        self.hits = 0
+        self.restart_pending = False
 
     def _finish(self, reason: str) -> None:
         record = self.records[-1]
@@ -146,7 +183,8 @@ class Curriculum:
         if self.cfg.advance_mode == "min":
             value = 1.0 / (1.0 + max(value, 0.0))
         return {"stage": float(self.stage), "progress": self.stage + value, "done": float(self.done),
-                "samples": float(self.samples), "stage_samples": float(self.records[-1].samples)}
+                "samples": float(self.samples), "stage_samples": float(self.records[-1].samples),
+                "restarts": float(self.records[0].restarts)}
 
     @property
     def samples(self) -> int:
@@ -154,7 +192,8 @@ class Curriculum:
 
     def summary(self) -> list[dict]:
         return [{"stage": r.stage, "name": self.stages[r.stage].name, "start_step": r.start_step,
-                 "finish_step": r.finish_step, "end_step": r.end_step, "samples": r.samples, "reason": r.reason}
+                 "finish_step": r.finish_step, "end_step": r.end_step, "samples": r.samples, "reason": r.reason,
+                 "restarts": r.restarts}
                 for r in self.records]
 
     # ----------------------------------------------------------------- resume

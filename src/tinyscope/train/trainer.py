@@ -217,8 +217,13 @@ class Trainer:
 
     def __init__(self, model: torch.nn.Module, task: Any, cfg: TrainConfig, *, seed: int,
                  run_dir: str | Path | None = None, objective: Objective | None = None,
-                 evaluate: Evaluator | None = None, progress: bool = True):
+                 evaluate: Evaluator | None = None, progress: bool = True,
+                 restart: Callable[[torch.nn.Module], bool] | None = None):
+        """``restart(model)``, called after each evaluation, may draw the model's weights afresh
+        in place and return True; the optimizer then starts with fresh state (moments, momenta)
+        for the new weights (a curriculum's restarts, :mod:`tinyscope.runs.restarts`)."""
         self.cfg, self.seed = cfg, int(seed)
+        self.restart_fn = restart
         self.device = resolve_device(cfg.device)
         self.dist: DistInfo = setup(self.device)
         if self.dist.world > 1 and self.device.type == "cuda":
@@ -630,6 +635,9 @@ class Trainer:
         if self.selection.update(self.step, metrics):
             self._save_model("best.safetensors", step=self.step, metrics=metrics)
         self.stop_rules.update(metrics)
+        if self.restart_fn is not None and self.restart_fn(self.model):
+            self.opt = self._optimizer(self.model)
+            log.info("step %d: the weights were drawn afresh; the optimizer starts over", self.step)
         return self.stop_rules.gate(self.step)
 
     def _grad_norm(self) -> torch.Tensor:

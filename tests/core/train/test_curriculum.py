@@ -163,3 +163,87 @@ def test_lookahead_steps_train_the_finished_stage_on_the_next_spec_then_advance(
         three_stages(lookahead_steps=1).load_state_dict(saved)
     with pytest.raises(ConfigError, match="lookahead_steps"):
         CurriculumConfig(lookahead_steps=-1)
+
+
+def test_a_first_stage_short_of_its_threshold_asks_for_restarts_then_meets_its_budget():
+    """restart_steps = 4, max_restarts = 2: the first stage asks for a restart 4 steps after each
+    (re)start while it misses the threshold; after two the budget ends it. Samples of the failed
+    starts stay counted; later stages never restart; the counters survive a state round trip."""
+    cur = three_stages(advance_threshold=0.9, stage_steps=6, restart_steps=4, max_restarts=2)
+    steps(cur, 4)
+    assert cur.update({"acc": 0.1})["restarts"] == 0.0 and cur.restart_pending and cur.stage == 0
+    cur.restarted()
+    assert not cur.restart_pending and cur.summary()[0]["start_step"] == 4
+    steps(cur, 3)
+    cur.update({"acc": 0.1})
+    assert not cur.restart_pending  # 3 steps since the restart
+    steps(cur, 1)
+    cur.update({"acc": 0.1})
+    assert cur.restart_pending
+    cur.restarted()
+    saved = json.loads(json.dumps(cur.state_dict()))
+    steps(cur, 6)
+    out = cur.update({"acc": 0.1})
+    assert out["restarts"] == 2.0 and not cur.restart_pending and cur.stage == 1  # no restart left: the budget
+    row = cur.summary()[0]
+    assert (row["reason"], row["restarts"], row["samples"], row["start_step"]) == ("budget", 2, 140, 8)
+    steps(cur, 5)
+    cur.update({"acc": 0.1})
+    assert not cur.restart_pending  # the second stage is not restarted
+    again = three_stages(advance_threshold=0.9, stage_steps=6, restart_steps=4, max_restarts=2)
+    again.load_state_dict(saved)
+    steps(again, 6)
+    again.update({"acc": 0.1})
+    assert again.summary()[0] == row
+    with pytest.raises(ConfigError, match="restart_steps"):
+        CurriculumConfig(stage_steps=4, restart_steps=4)
+    with pytest.raises(ConfigError, match="without a pending restart"):
+        three_stages().restarted()
+
+
+def make_restarting_trainer(run_dir, steps):
+    """A first stage that cannot be met (threshold above 1): restarts every 10 steps, at most 2."""
+    from tinyscope.runs.restarts import curriculum_restart
+
+    torch.manual_seed(0)
+
+    def fresh():
+        return torch.nn.Sequential(torch.nn.Embedding(4, 8), torch.nn.Linear(8, 2))
+
+    model = fresh()
+    cur = Curriculum([Stage(str(s), s) for s in range(3)],
+                     CurriculumConfig(advance_threshold=1.5, restart_steps=10, max_restarts=2))
+    task = CurriculumTask(StageTask(), cur)
+    xs = torch.arange(4).view(4, 1)
+
+    def evaluate(m):
+        acc = float((m(xs).argmax(-1) == (xs > cur.current.spec).long()).float().mean())
+        return {"acc": acc} | cur.update({"acc": acc})
+
+    cfg = TrainConfig(steps=steps, batch_size=16, lr=0.05, eval_every=5, checkpoint_every=5, log_every=5,
+                      eval_at_start=False)
+    trainer = Trainer(model, task, cfg, seed=3, run_dir=run_dir, evaluate=evaluate, progress=False,
+                      restart=curriculum_restart(3, cur, fresh))
+    return trainer, cur, fresh
+
+
+def test_a_curriculum_restart_draws_fresh_weights_and_fresh_optimizer_state_and_resumes(tmp_path):
+    trainer, cur, fresh = make_restarting_trainer(tmp_path / "full", 10)
+    trainer.fit()
+    assert cur.summary()[0]["restarts"] == 1 and len(trainer.opt.state) == 0  # restarted at step 10
+    from tinyscope.runs.restarts import CURRICULUM_SALT, restart_seed
+
+    torch.manual_seed(restart_seed(3, 1, CURRICULUM_SALT))
+    expected = fresh()
+    assert all(torch.equal(a, b) for a, b in zip(trainer.model.parameters(), expected.parameters()))
+
+    full, cur_full, _ = make_restarting_trainer(tmp_path / "long", 40)
+    full.fit()
+    assert cur_full.summary()[0]["restarts"] == 2 and cur_full.summary()[0]["samples"] == 40 * 16
+    part, _, _ = make_restarting_trainer(tmp_path / "part", 15)
+    part.fit()
+    resumed, cur_res, _ = make_restarting_trainer(tmp_path / "part", 40)
+    assert resumed.resume() and cur_res.summary()[0]["restarts"] == 1
+    resumed.fit()
+    assert cur_res.summary() == cur_full.summary()
+    assert all(torch.equal(a, b) for a, b in zip(full.model.parameters(), resumed.model.parameters()))

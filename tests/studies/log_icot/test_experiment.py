@@ -67,6 +67,23 @@ def test_smoke_run_counts_samples_per_stage_and_resumes(tmp_path):
         assert resumed["metrics"][key] == m[key]
 
 
+def test_a_stalled_stage_0_restarts_from_fresh_weights_and_counts_its_samples(tmp_path):
+    """curriculum.restart_steps through a whole run: a stage 0 that cannot meet its threshold
+    starts again from fresh weights every 20 steps, at most twice, then its budget ends it; the
+    abandoned starts' samples stay in stage 0's count; the same seed gives the same bytes."""
+    sets = ["train.steps=100", "curriculum.stage_steps=50", "curriculum.restart_steps=20", "curriculum.max_restarts=2",
+            "curriculum.advance_threshold=1.5", "train.eval_every=10", "train.checkpoint_every=10"]
+    a = run_experiment("parity-logicot", "smoke", overrides=sets, out=tmp_path / "a", progress=False, report="none")
+    m = a["metrics"]
+    assert m["restarts"] == 2.0 and m["samples_stage_0"] == (20 + 20 + 50) * 64 and m["stages_reached"] == 2
+    evals = [json.loads(ln) for ln in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines() if '"eval"' in ln]
+    assert [e["restarts"] for e in evals if e["step"] in (10, 20, 30, 40, 50)] == [0.0, 0.0, 1.0, 1.0, 2.0]
+    b = run_experiment("parity-logicot", "smoke", overrides=sets, out=tmp_path / "b", progress=False, report="none")
+    assert b["metrics"] == m
+    assert (tmp_path / "a" / "checkpoints" / "resume.safetensors").read_bytes() == \
+        (tmp_path / "b" / "checkpoints" / "resume.safetensors").read_bytes()
+
+
 def test_grow_depth_runs_each_stage_at_its_depth():
     from tinyscope.models.transformer import Transformer
     from tinyscope.studies.log_icot.experiment import parity_model, skip_layers_hooks, stage_depth

@@ -16,7 +16,8 @@ in one forward pass), plus the curriculum's ``stage``, ``progress``, ``done``, `
 
 The final evaluation (test set, results.json) gives ``test_acc`` (the last stage's layout),
 ``test_single_pass_acc``, ``n_stages``, the training curriculum's ``stages_reached``,
-``curriculum_done``, ``samples`` and ``samples_stage_<s>``, and, when the last stage is the single
+``curriculum_done``, ``samples`` and ``samples_stage_<s>`` (stage 0's include the samples of
+starts that ``curriculum.restart_steps`` abandoned), ``restarts``, and, when the last stage is the single
 pass (ICoT, Log-ICoT, direct), the attention mass of each layer on its own tree level
 (:func:`own_level_attention`). ``task.eval_seed`` draws a fresh test set (`tinyscope eval --seed`).
 With ``finetune_steps`` a stage ``finetune`` trains every layer after the curriculum
@@ -349,6 +350,7 @@ class ParityExperiment(Experiment):
             out |= {"stages_reached": float(curriculum.stage + 1), "curriculum_done": float(curriculum.done),
                     "samples": float(curriculum.samples)}
             out |= {f"samples_stage_{r['stage']}": float(r["samples"]) for r in curriculum.summary()}
+            out["restarts"] = float(curriculum.records[0].restarts)  # fresh starts of stage 0
         return out
 
     def fresh_eval_config(self, cfg: ParityRunConfig, seed: int, n: int | None = None) -> ParityRunConfig:
