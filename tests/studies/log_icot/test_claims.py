@@ -64,7 +64,7 @@ def test_scaling_runs_span_the_input_lengths():
     ns = [registry.get(rs.experiment).config(rs.preset, 0, list(rs.overrides)).task.n for rs in claim.runs]
     assert ns == list(li.N_SCALING) * 2
     assert [rs.experiment for rs in claim.runs] == ["parity-logicot"] * 5 + ["parity-cot"] * 5
-    # n = 20 is the cpu preset itself, so those runs are shared with the cpu-scale claims
+    # n = 20 is the cpu-scale setting itself, so those runs are shared with the cpu-scale claims
     assert claim.runs[1].key == BY_ID["log_icot/experiments/n20-k8/logicot/single_pass_acc"].runs[0].key
 
 
