@@ -14,8 +14,8 @@ Three groups of runs:
   model of the theory at the same n, k on the ``cpu`` preset (it is small);
 * the same comparisons at the ``cpu`` preset's n = 20, k = 8 (3 layers, 3 stages), reachable here;
 * the sample-complexity sweep over n in :data:`N_SCALING` at k = 8 (``cpu`` preset resized, with the
-  k = 8 recipe :data:`K8_CPU`), whose
-  fitted exponent stands for the theory's poly(n) (the digest quotes n^(2+eps)).
+  k = 8 recipe :data:`K8_CPU`), whose fitted exponent stands for the theory's poly(n) (the digest
+  quotes n^(2+eps)).
 
 "Samples to 99%" is the curriculum's sample count when its last stage first met the 0.99 validation
 threshold (the run stops there): ``samples`` where ``curriculum_done`` is 1; else, with a fine-tune
