@@ -68,6 +68,14 @@ def test_scaling_runs_span_the_input_lengths():
     assert claim.runs[1].key == BY_ID["log_icot/experiments/n20-k8/logicot/single_pass_acc"].runs[0].key
 
 
+def test_constrained_scaling_runs_train_the_theorys_model_at_every_n():
+    claim = BY_ID["log_icot/abstract/poly-n/constrained/exponent_gap"]
+    cfgs = [registry.get(rs.experiment).config(rs.preset, 0, list(rs.overrides)) for rs in claim.runs]
+    assert [c.task.n for c in cfgs] == list(li.N_SCALING) * 2
+    assert {(c.arch, c.task.k, c.train.lr, c.model.n_ctx - c.task.n) for c in cfgs} == {("constrained", 8, 0.03, 7)}
+    assert BY_ID["log_icot/abstract/poly-n/constrained/cot_exponent"].row == "CoT, constrained model"
+
+
 def _rec(seed, samples, done=1.0):
     return RunRecord(seed, {"metrics": {"samples": samples, "curriculum_done": done}})
 
