@@ -8,10 +8,11 @@ import sys
 PRESET_HELP = "smoke (seconds) | cpu (minutes on 2 cores) | paper (the paper's settings)"
 
 
-def add_config_arguments(p, *, preset_default: str | None = "cpu") -> None:
+def add_config_arguments(p) -> None:
     """The flags that choose a config: EXPERIMENT, --preset, --seed, --set (run, show)."""
     p.add_argument("experiment", help="an experiment name (`tinyscope list` shows them all)")
-    p.add_argument("--preset", default=preset_default, help=f"{PRESET_HELP} (default: {preset_default})")
+    p.add_argument("--preset", default=None, help=f"{PRESET_HELP} (default: cpu, or the experiment's only "
+                                                  "preset where it has no cpu one, e.g. the compiled circuits)")
     p.add_argument("--seed", type=int, default=None, help="training seed (default: the preset's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config field, e.g. --set model.d_model=4 --set train.lr=3e-4 "
@@ -47,6 +48,13 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_eval)
 
 
+def default_preset(exp, preset: str | None) -> str:
+    """``preset`` as given; else ``cpu`` where ``exp`` has it, else its first preset."""
+    if preset is not None:
+        return preset
+    return "cpu" if "cpu" in exp.presets else next(iter(exp.presets))
+
+
 def cmd_list(args) -> int:
     """From the studies' static catalogs: no torch, no experiment module (runs/registry.py)."""
     from tinyscope.runs import registry
@@ -63,6 +71,7 @@ def cmd_show(args) -> int:
     from tinyscope.runs.registry import get
 
     exp = get(args.experiment)
+    args.preset = default_preset(exp, args.preset)
     cfg = exp.config(args.preset, args.seed, args.overrides)
     if args.format == "json":
         print(json.dumps(config_record(exp, args.preset, cfg), indent=2))
@@ -80,6 +89,7 @@ def cmd_run(args) -> int:
     from tinyscope.runs.rundir import run_experiment
 
     exp = get(args.experiment)
+    args.preset = default_preset(exp, args.preset)
     cfg = exp.config(args.preset, args.seed, args.overrides)  # validate before any file is written
     out = args.out or f"runs/{exp.name}-{args.preset}-s{cfg.seed}"
     if args.dry_run:  # the checks that write nothing, then the plan
@@ -94,11 +104,14 @@ def cmd_run(args) -> int:
         print(describe_run(exp, args.preset, cfg, args.overrides, out, args.resume))
         return 0
     check_start(exp, cfg, args.overrides, out, resume=args.resume)  # device, threads, memory, --out
-    print(f"tinyscope: training {exp.name} (preset {args.preset}, seed {cfg.seed}) into {out}", file=sys.stderr)
+    verb = "training" if exp.trainable else "building and evaluating"
+    print(f"tinyscope: {verb} {exp.name} (preset {args.preset}, seed {cfg.seed}) into {out}", file=sys.stderr)
     results = run_experiment(exp.name, args.preset, args.seed, args.overrides, out, resume=args.resume,
                              progress=not args.no_progress)
     if results:
-        print(json.dumps({k: results[k] for k in ("steps", "wall_time", "stopped", "selected_step", "metrics")}, indent=2))
+        # a built (untrained) experiment's results have no wall_time or stop reason
+        summary = ("steps", "wall_time", "stopped", "selected_step", "metrics")
+        print(json.dumps({k: results[k] for k in summary if k in results}, indent=2))
         print(f"tinyscope: run directory {out}", file=sys.stderr)
         if (Path(out) / "report.html").exists():
             print(f"tinyscope: report {Path(out) / 'report.html'}", file=sys.stderr)

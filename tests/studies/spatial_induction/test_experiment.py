@@ -111,6 +111,21 @@ def test_report_table_of_a_folder_with_a_compiled_run_is_not_a_key_error(tmp_pat
     assert "Dedicated-heads" in text and "compiled" not in text
 
 
+def test_run_of_a_compiled_circuit_prints_its_metrics(tmp_path, capsys):
+    """`tinyscope run sih-compiled-eca-det` without --preset takes its only preset (paper; the cpu
+    default refused it), and, built rather than trained (no wall_time in its results), exits 0
+    printing its test metrics (it died with KeyError 'wall_time' after writing the run)."""
+    import json
+
+    from tinyscope.cli import main
+
+    assert main(["run", "sih-compiled-eca-det", "--no-progress", "--out",
+                 str(tmp_path / "run")]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["metrics"]["test_tf_cell_acc"] == 1.0
+    assert "building and evaluating sih-compiled-eca-det" in out.err
+
+
 @pytest.mark.parametrize("name", ["sih-eca-dedicated-det", "sih-v3-shared-stoch", "sih-vn2d-dedicated-det"])
 def test_the_stated_example_length_is_the_sampled_one(name):
     """``example_tokens`` lets a memory estimate skip the first draw (which builds rule pools)."""
