@@ -76,6 +76,16 @@ def test_constrained_scaling_runs_train_the_theorys_model_at_every_n():
     assert BY_ID["log_icot/abstract/poly-n/constrained/cot_exponent"].row == "CoT, constrained model"
 
 
+def test_bilinear_scaling_registers_cot_alone_on_the_wide_bilinear_model():
+    ids = [c.id for c in li.CLAIMS if c.id.startswith("log_icot/abstract/poly-n/bilinear/")]
+    assert ids == ["log_icot/abstract/poly-n/bilinear/cot_exponent"]
+    claim = BY_ID[ids[0]]
+    cfgs = [registry.get(rs.experiment).config(rs.preset, 0, list(rs.overrides)) for rs in claim.runs]
+    assert [c.task.n for c in cfgs] == list(li.N_SCALING)
+    assert {(c.kind, c.model.ffn, c.model.d_model, tuple(c.model.n_heads)) for c in cfgs} == {("cot", "bilinear", 64,
+                                                                                                (4, 4, 4))}
+
+
 def _rec(seed, samples, done=1.0):
     return RunRecord(seed, {"metrics": {"samples": samples, "curriculum_done": done}})
 
