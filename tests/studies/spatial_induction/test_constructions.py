@@ -157,7 +157,6 @@ def test_construct_cli_writes_a_run_that_eval_reads(tmp_path, capsys):
                  "--out", str(tmp_path / "d")]) == 0
     assert json.loads((tmp_path / "d" / "results.json").read_text())["metrics"]["test_tf_cell_acc"] == 1.0
     assert main(["construct", "eca", "--out", str(out)]) == 2  # never overwrites a run
-    assert main(["run", "sih-compiled-eca-det"]) == 2
 
 
 @pytest.mark.parametrize("setting, grid, T, T0, small", [("eca", ["8"], 5, 3, ["4"]), ("v3", ["12"], 9, 8, ["12"]),
