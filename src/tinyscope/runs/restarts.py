@@ -7,16 +7,20 @@ named ``restart<k>``. Its ``prepare`` judges the model the previous phase select
 stop rule then ends it at step 0); otherwise every weight is drawn afresh by ``fresh_model()``
 under ``torch.manual_seed(restart_seed(seed, k))``, the seed that also draws the stage's batches.
 A study says what "solved" means and which recipe a restart trains with (the studies'
-``restarts.py``).
+``restarts.py``). :func:`gated_restart_stages` decides early instead: the main phase's gate
+(``train.gate_step``) abandons a start that misses it, and the next restart trains a fresh one.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
 import torch
 
+from tinyscope.errors import check
 from tinyscope.runs.experiment import Stage
+from tinyscope.train.stopping import meets
 from tinyscope.train.trainer import TrainConfig
 
 
@@ -26,24 +30,67 @@ def restart_seed(seed: int, k: int, salt: tuple[int, ...] = ()) -> int:
     return int(np.random.SeedSequence([int(seed), int(k), *salt]).generate_state(1)[0])
 
 
+def _keep_or_redraw(seed: int, k: int, salt: tuple[int, ...], solved: Callable[[torch.nn.Module], bool],
+                    fresh_model: Callable[[], torch.nn.Module], kept: list[bool] | None = None):
+    """The ``prepare`` of restart ``k``: keep a solved model, else draw every weight afresh under
+    ``restart_seed(seed, k, salt)``; the decision is appended to ``kept`` when given."""
+    @torch.no_grad()
+    def prepare(model: torch.nn.Module) -> None:
+        was_training = model.training
+        model.eval()
+        keep = solved(model)
+        model.train(was_training)
+        if kept is not None:
+            kept.append(keep)
+        if keep:
+            return
+        torch.manual_seed(restart_seed(seed, k, salt))
+        model.load_state_dict(fresh_model().to(next(model.parameters()).device).state_dict())
+    return prepare
+
+
 def restart_stages(seed: int, n: int, stage_train: TrainConfig, solved: Callable[[torch.nn.Module], bool],
                    fresh_model: Callable[[], torch.nn.Module], salt: tuple[int, ...] = ()) -> list[Stage]:
     """``n`` restart stages training with ``stage_train`` (see the module docstring)."""
-    def prepare_for(k: int):
-        @torch.no_grad()
-        def prepare(model: torch.nn.Module) -> None:
-            was_training = model.training
-            model.eval()
-            keep = solved(model)
-            model.train(was_training)
-            if keep:
-                return
-            torch.manual_seed(restart_seed(seed, k, salt))
-            model.load_state_dict(fresh_model().to(next(model.parameters()).device).state_dict())
-        return prepare
+    return [Stage(f"restart{k}", stage_train, prepare=_keep_or_redraw(seed, k, salt, solved, fresh_model),
+                  seed=restart_seed(seed, k, salt)) for k in range(1, n + 1)]
 
-    return [Stage(f"restart{k}", stage_train, prepare=prepare_for(k), seed=restart_seed(seed, k, salt))
-            for k in range(1, n + 1)]
+
+KEPT = "restart_kept"  # the metric a gated restart stage adds: 1 when it kept the previous start
+
+
+def gated_restart_stages(seed: int, n: int, train: TrainConfig, evaluate: Callable[[torch.nn.Module], dict],
+                         fresh_model: Callable[[], torch.nn.Module], fresh_task: Callable[[], object] | None = None,
+                         salt: tuple[int, ...] = ()) -> list[Stage]:
+    """Fresh starts for a run whose main phase ``train`` has a gate (``train.gate_step``): a start
+    whose best ``gate_metric`` misses ``gate_threshold`` by the gate step is abandoned there.
+
+    Restart ``k`` (1 .. ``n``) keeps the previous phase's selected model when it meets the gate
+    (that start passed it and trained its whole schedule; the stage stops at step 0 on its
+    ``restart_kept`` metric) and otherwise trains a fresh draw from ``restart_seed(seed, k, salt)``
+    with the main phase's recipe, gated as the main phase except for restart ``n``, which trains
+    its whole schedule whatever it reaches. ``evaluate`` is the run's evaluator; ``fresh_task``
+    gives each stage a task with its own training state (a step-driven curriculum starts over),
+    None: the run's task. The samples of abandoned starts stay in the run's record."""
+    check(train.gate_step > 0 and train.gate_metric is not None,
+          "gated restarts need a gate on the main phase (train.gate_step, train.gate_metric)")
+    stages = []
+    for k in range(1, n + 1):
+        kept: list[bool] = []
+
+        def stage_evaluate(model: torch.nn.Module, kept=kept) -> dict:
+            return {**evaluate(model), KEPT: float(bool(kept) and kept[-1])}
+
+        def solved(model: torch.nn.Module) -> bool:
+            return meets(float(evaluate(model)[train.gate_metric]), train.gate_threshold, train.gate_mode)
+
+        stage_train = dataclasses.replace(train, eval_at_start=True, stop_metric=KEPT, stop_threshold=1.0,
+                                          stop_mode="max", stop_consecutive=1,
+                                          gate_step=train.gate_step if k < n else 0)
+        stages.append(Stage(f"restart{k}", stage_train, evaluate=stage_evaluate,
+                            prepare=_keep_or_redraw(seed, k, salt, solved, fresh_model, kept),
+                            task=None if fresh_task is None else fresh_task(), seed=restart_seed(seed, k, salt)))
+    return stages
 
 
 CURRICULUM_SALT = (1,)  # keeps a curriculum's restart draws apart from restart stages' (salt ())

@@ -18,7 +18,7 @@ def _better(a: float, b: float, mode: str) -> bool:
     return a < b if mode == "min" else a > b
 
 
-def _meets(value: float, threshold: float, mode: str) -> bool:
+def meets(value: float, threshold: float, mode: str) -> bool:
     return value <= threshold if mode == "min" else value >= threshold
 
 
@@ -90,7 +90,7 @@ class StopRules:
                 self.gate_best = value
         if self.metric is not None:
             value = _get(metrics, self.metric)
-            met = _meets(value, self.threshold, self.mode)
+            met = meets(value, self.threshold, self.mode)
             self.hits = self.hits + 1 if met else 0
             if self.hits >= self.consecutive:
                 self.reason = f"{self.metric} {'<=' if self.mode == 'min' else '>='} {self.threshold} on {self.hits} consecutive evaluations"
@@ -110,7 +110,7 @@ class StopRules:
         """Stop at the gate when the best ``gate_metric`` so far misses ``gate_threshold``."""
         if not self.gate_step or step < self.gate_step or self.reason is not None:
             return self.reason
-        if self.gate_best is None or not _meets(self.gate_best, self.gate_threshold, self.gate_mode):
+        if self.gate_best is None or not meets(self.gate_best, self.gate_threshold, self.gate_mode):
             best = "nothing" if self.gate_best is None else f"{self.gate_best:.4g}"
             self.reason = (f"gate: best {self.gate_metric} {best} by step {step} misses "
                            f"{'<=' if self.gate_mode == 'min' else '>='} {self.gate_threshold}")

@@ -31,3 +31,28 @@ def test_a_solved_model_is_kept_and_an_unsolved_one_redrawn_from_the_restart_see
 
 def test_a_salt_separates_streams_and_zero_restarts_is_none():
     assert restart_seed(3, 1, (7,)) != restart_seed(3, 1) and restart_stages(3, 0, TrainConfig(), None, None) == []
+
+
+def test_gated_restarts_keep_a_start_that_met_the_gate_and_gate_all_but_the_last():
+    import pytest
+
+    from tinyscope.errors import ConfigError
+    from tinyscope.runs.restarts import KEPT, gated_restart_stages
+
+    train = TrainConfig(steps=5, gate_step=2, gate_metric="score", gate_threshold=0.5)
+    evaluate = lambda m: {"score": float(m.bias[0])}  # noqa: E731
+    stages = gated_restart_stages(11, 3, train, evaluate, _fresh, salt=(5,))
+    assert [s.train.gate_step for s in stages] == [2, 2, 0]
+    assert all(s.train.stop_metric == KEPT and s.train.eval_at_start for s in stages)
+    model = _fresh()
+    with torch.no_grad():
+        model.bias.fill_(0.9)
+    stages[0].prepare(model)
+    assert float(model.bias[0]) == pytest.approx(0.9) and stages[0].evaluate(model)[KEPT] == 1.0
+    with torch.no_grad():
+        model.bias.fill_(0.1)
+    stages[1].prepare(model)
+    torch.manual_seed(restart_seed(11, 2, (5,)))
+    assert torch.equal(model.weight, _fresh().weight) and stages[1].evaluate(model)[KEPT] == 0.0
+    with pytest.raises(ConfigError, match="gate"):
+        gated_restart_stages(11, 1, TrainConfig(steps=5), evaluate, _fresh)

@@ -136,3 +136,38 @@ def test_the_stated_example_length_is_the_sampled_one(name):
     cfg = exp.presets["smoke"]()
     task = exp.build_task(cfg)
     assert task.example_tokens == task.sample(step_rng(0, 0), 1).tokens.size
+
+
+def test_a_start_that_misses_the_gate_is_replaced_and_the_last_restart_trains_to_the_end(tmp_path):
+    """``restarts`` with a gate no start can meet: the main phase and restart 1 stop at the gate
+    step, restart 2 (the last) trains its whole schedule on a fresh draw whose horizon curriculum
+    starts over; with a gate every start meets, the restarts stop at step 0 and the run measures
+    the main phase's model, as a run without restarts does."""
+    import json
+
+    from tinyscope.cli import main
+
+    def run(name, *sets):
+        out = tmp_path / name
+        args = [a for s in sets for a in ("--set", s)]
+        assert main(["run", "sih-eca-dedicated-det", "--preset", "smoke", "--no-progress", "--out", str(out),
+                     "--set", "task.curriculum_T=[3]", "--set", "task.curriculum_steps=[5]", *args]) == 0
+        return out
+
+    def log(path, split):
+        return [r for r in map(json.loads, (path / "metrics.jsonl").read_text().splitlines()) if r["split"] == split]
+
+    gate = ["train.gate_step=10", "train.gate_metric=val_tf_cell_acc", "restarts=2"]
+    missed = run("missed", *gate, "train.gate_threshold=1.5")
+    assert log(missed, "eval")[-1]["step"] == 10 and log(missed / "stages" / "restart1", "eval")[-1]["step"] == 10
+    last = missed / "stages" / "restart2"
+    assert log(last, "eval")[-1]["step"] == 20 and log(last, "eval")[-1]["restart_kept"] == 0.0
+    assert log(last, "train")[0]["tokens"] == log(missed, "train")[0]["tokens"]  # T = 3 again for 5 batches
+
+    kept = run("kept", *gate, "train.gate_threshold=0")
+    assert log(kept, "eval")[-1]["step"] == 20
+    assert [r["step"] for r in log(kept / "stages" / "restart2", "eval")] == [0]
+    plain = run("plain")
+    metrics = [json.loads((p / "results.json").read_text())["metrics"] for p in (kept, plain)]
+    assert {k: v for k, v in metrics[0].items() if k.startswith("test_")} == \
+        {k: v for k, v in metrics[1].items() if k.startswith("test_")}

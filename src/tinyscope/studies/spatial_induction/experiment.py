@@ -59,6 +59,7 @@ PAPER_HPARAMS = {
 }
 PAPER_TRAJECTORIES = 50_000_000
 PAPER_BATCH = 1024
+RESTART_SALT = (23,)  # this study's restart stream (runs/restarts.py)
 
 
 @dataclass
@@ -75,8 +76,16 @@ class SihRunConfig:
     model: TransformerConfig = field(default_factory=TransformerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: SihEvalConfig = field(default_factory=SihEvalConfig)
+    # fresh starts for a main phase that misses its gate (train.gate_step): restart k trains a new
+    # draw with the same recipe, the last one to the end whatever it reaches (runs/restarts.py)
+    restarts: int = 0
 
     def __post_init__(self):
+        check(isinstance(self.restarts, int) and 0 <= self.restarts <= 10,
+              f"restarts={self.restarts} must be an integer in [0, 10]")
+        check(not self.restarts or self.train.gate_step > 0,
+              f"restarts={self.restarts} needs a gate to abandon a start: set train.gate_step, train.gate_metric "
+              "and train.gate_threshold")
         n_ctx = CellularTask(self.task).n_ctx
         check(self.model.n_ctx >= n_ctx, f"model.n_ctx={self.model.n_ctx} must be >= the stream's {n_ctx} input positions")
         vocab = CellularTask(self.task).vocab_size
@@ -201,6 +210,17 @@ class SihExperiment(Experiment):
 
     def objective(self, cfg: SihRunConfig, task: CellularTask):
         return soft_target_loss if cfg.task.train_targets == "expected" else None
+
+    def stages(self, cfg: SihRunConfig, task: CellularTask) -> list:
+        """Fresh starts (``cfg.restarts``) after a main phase its gate stopped; each restart
+        replays the horizon curriculum on a task of its own."""
+        if not cfg.restarts:
+            return []
+        from tinyscope.runs.restarts import gated_restart_stages
+
+        return gated_restart_stages(cfg.seed, cfg.restarts, cfg.train, self.evaluator(cfg, task),
+                                    lambda: self.build_model(cfg, task), fresh_task=lambda: CellularTask(cfg.task),
+                                    salt=RESTART_SALT)
 
     def evaluator(self, cfg: SihRunConfig, task: CellularTask):
         from tinyscope.studies.spatial_induction.metrics import model_logits, teacher_forced_metrics
