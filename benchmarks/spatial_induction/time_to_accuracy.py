@@ -22,15 +22,26 @@ import json
 from pathlib import Path
 
 
+def phases(run_dir: Path) -> list[Path]:
+    """The run's training phases in order: the main one, then its fresh starts
+    (``stages/restart1``, ``restart2``, …) when its gate abandoned a start."""
+    restarts = sorted((run_dir / "stages").glob("restart*"), key=lambda p: int(p.name[len("restart"):]))
+    return [run_dir, *[p for p in restarts if (p / "metrics.jsonl").exists()]]
+
+
 def curve(run_dir: Path, metric: str) -> list[tuple[int, float, float]]:
-    """(step, seconds, metric) per evaluation; seconds from the last training log at or before it."""
-    records = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
-    times = {r["step"]: r["time"] for r in records if r.get("split") == "train"}
-    out = []
-    for r in records:
-        if r.get("split") == "eval" and metric in r:
-            known = [s for s in times if s <= r["step"]]
-            out.append((r["step"], times[max(known)] if known else 0.0, r[metric]))
+    """(step, seconds, metric) per evaluation; seconds from the last training log at or before it.
+    Over fresh starts the steps and seconds add up: an abandoned start's time counts."""
+    out, step0, t0 = [], 0, 0.0
+    for phase in phases(run_dir):
+        records = [json.loads(ln) for ln in (phase / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+        times = {r["step"]: r["time"] for r in records if r.get("split") == "train"}
+        for r in records:
+            if r.get("split") == "eval" and metric in r:
+                known = [s for s in times if s <= r["step"]]
+                out.append((step0 + r["step"], t0 + (times[max(known)] if known else 0.0), r[metric]))
+        step0 += max((r["step"] for r in records), default=0)
+        t0 += max((r.get("time", 0.0) for r in records), default=0.0)
     return out
 
 

@@ -171,3 +171,30 @@ def test_a_start_that_misses_the_gate_is_replaced_and_the_last_restart_trains_to
     metrics = [json.loads((p / "results.json").read_text())["metrics"] for p in (kept, plain)]
     assert {k: v for k, v in metrics[0].items() if k.startswith("test_")} == \
         {k: v for k, v in metrics[1].items() if k.startswith("test_")}
+
+
+def test_time_to_accuracy_counts_the_abandoned_starts(tmp_path):
+    """benchmarks/spatial_induction/time_to_accuracy.py chains a run's fresh starts: steps and
+    seconds of an abandoned start add to the time at which a restart reaches the threshold."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parents[3] / "benchmarks" / "spatial_induction" / "time_to_accuracy.py"
+    spec = importlib.util.spec_from_file_location("time_to_accuracy", path)
+    tta = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tta)
+
+    def write(d, rows):
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    write(tmp_path, [{"step": 100, "split": "train", "time": 10.0},
+                     {"step": 100, "split": "eval", "val_tf_cell_acc": 0.5, "time": 11.0}])
+    write(tmp_path / "stages" / "restart10", [{"step": 0, "split": "eval", "val_tf_cell_acc": 1.0, "time": 0.0}])
+    write(tmp_path / "stages" / "restart2", [{"step": 50, "split": "train", "time": 4.0},
+                                             {"step": 50, "split": "eval", "val_tf_cell_acc": 0.9995, "time": 5.0}])
+    assert [p.name for p in tta.phases(tmp_path)[1:]] == ["restart2", "restart10"]
+    points = tta.curve(tmp_path, "val_tf_cell_acc")
+    assert points[:2] == [(100, 10.0, 0.5), (150, 15.0, 0.9995)]
+    assert tta.time_to(points, 0.999, "max") == (150, 15.0)

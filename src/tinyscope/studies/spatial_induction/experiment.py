@@ -136,6 +136,12 @@ def paper_preset(setting: str, arch: str, regime: str):
         eval=SihEvalConfig(n_ar=4096))
 
 
+# (setting, arch, regime) -> (gate step, val TF cell threshold, restarts) of the cpu preset: a start
+# whose match head has not formed by the gate step is replaced (docs/results/spatial_induction.md,
+# "Fresh starts"); measured on the ECA Dedicated-heads deterministic row, the only one with a gate
+CPU_GATES = {("eca", "dedicated", "det"): (3000, 0.99, 3)}
+
+
 def cpu_preset(setting: str, arch: str, regime: str):
     """Sized for 2 CPU cores: d_model 64, batch 32, GPT-2 initialization (std 0.02), Muon (0.02)
     on the block matrices with AdamW 1e-2 on the rest, and a warmup-stable-decay schedule (200
@@ -145,7 +151,8 @@ def cpu_preset(setting: str, arch: str, regime: str):
     minutes per thousand trajectories here). Deterministic rules: 8,000 steps in 1-D and 16,000
     in 2-D (at 8,000 a 2-D model still gains in the decay: val TF sequence accuracy 0.47 at
     6,500, 0.945 at 8,000), starting with a short horizon curriculum (T = 3, then 5, for 1000
-    batches each). Stochastic rules: 18,000 steps; the first 12,000 draw near-deterministic
+    batches each); in ``CPU_GATES`` a start below its val TF cell threshold at the gate step is
+    replaced by a fresh one (``restarts``). Stochastic rules: 18,000 steps; the first 12,000 draw near-deterministic
     Dirichlet(0.02) rules at T = 3, 5, then 10 (the gather-and-match circuit forms there, on
     cheap short streams), the rest Dirichlet(1) rules at the full T. With AdamW alone the stochastic circuit formed on one ECA seed of three;
     what was tried and measured is in docs/results/spatial_induction.md."""
@@ -157,13 +164,17 @@ def cpu_preset(setting: str, arch: str, regime: str):
         steps, lr, curriculum = 18000, 1e-2, dict(curriculum_T=[3, 5, 10], curriculum_steps=[1000, 1000, 10000],
                                                   curriculum_alpha=[0.02, 0.02, 0.02])
     optimizer = dict(optimizer="muon", muon_lr=0.02)
+    gate, restarts = {}, 0
+    if (setting, arch, regime) in CPU_GATES:
+        step, threshold, restarts = CPU_GATES[(setting, arch, regime)]
+        gate = dict(gate_metric="val_tf_cell_acc", gate_step=step, gate_threshold=threshold)
     task = task_config(setting, regime, n_val=256, n_test=4096, **curriculum)
     return lambda: SihRunConfig(
         task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
         train=TrainConfig(steps=steps, batch_size=32, lr=lr, betas=[0.9, 0.99], weight_decay=0.1, schedule="wsd",
                           warmup_steps=200, decay_fraction=0.25, min_lr_ratio=0.05, grad_clip=1.0, eval_every=500,
-                          checkpoint_every=1000, log_every=100, threads="auto", **optimizer, **_select(regime)),
-        eval=SihEvalConfig(n_ar=4096 if regime == "det" else 1024))
+                          checkpoint_every=1000, log_every=100, threads="auto", **optimizer, **_select(regime), **gate),
+        eval=SihEvalConfig(n_ar=4096 if regime == "det" else 1024), restarts=restarts)
 
 
 def smoke_preset(setting: str, arch: str, regime: str):
