@@ -147,6 +147,7 @@ def build_report(folder: str | Path, table: str | None = None, pair: str | None 
     folder = Path(folder)
     if not folder.is_dir():
         raise TinyscopeError(f"{folder} is not a folder of runs")
+    layout = get_table(table) if table else None  # a misspelt name fails before the folder is read
     everything = load_records(folder, status=None)
     records = [r for r in everything if r.status == "done"]
     if not records:
@@ -155,8 +156,8 @@ def build_report(folder: str | Path, table: str | None = None, pair: str | None 
     files: list[Path] = []
     if write:
         (out / "figures").mkdir(parents=True, exist_ok=True)
-    if table:
-        t = get_table(table).build(records)
+    if layout is not None:
+        t = layout.build(records)
         if write:
             _write(out, f"table-{table}", t, files)
         return SweepReport(t.to_markdown(), files)

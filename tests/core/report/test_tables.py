@@ -122,3 +122,10 @@ def test_report_draws_length_curves_with_the_experiments_ood_boundary(tmp_path, 
     pngs = [f.name for f in rep.files if f.suffix == ".png"]
     assert [n for n in pngs if not n.startswith("tracerelay-fig")] == ["tracerelay-dyck-acc.png"]
     assert {"tracerelay-fig3.png", "tracerelay-fig5.png"} <= set(pngs)  # the study's registered folder figures
+
+
+def test_a_misspelt_table_is_refused_before_the_folder_is_read(tmp_path, capsys):
+    """An empty folder would say "no finished runs"; the table's name is checked first."""
+    assert main(["report", str(tmp_path), "--table", "sih-tabel13"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown table 'sih-tabel13'" in err and "did you mean 'sih-table13'" in err and "no finished runs" not in err
