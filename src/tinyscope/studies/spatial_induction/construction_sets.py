@@ -51,19 +51,25 @@ class QuerySets:
         return len(self.pos)
 
 
+def routing_positions(layout: Layout, T0: int) -> tuple[np.ndarray, np.ndarray]:
+    """The scored queries (q,) and their routing cells rho(t - 1, kappa + u), u in U in the order
+    of ``Lattice.routing_set()``, wrapped on the torus: (q, |U|) input positions."""
+    queries = np.flatnonzero(layout.eval_mask(T0))  # (q,) input positions with a cell target at t >= T0
+    t_q, kappa, _ = layout.unrho(queries)  # virtual address of the query token
+    U = np.asarray(layout.lattice.routing_set())  # (|U|, d)
+    cells = (kappa[:, None, :] + U[None]) % np.asarray(layout.lattice.shape)  # (q, |U|, d)
+    return queries, layout.rho((t_q - 1)[:, None], cells)  # (q,), (q, |U|)
+
+
 def query_sets(layout: Layout, traj: np.ndarray, T0: int) -> QuerySets:
     """Routing and matching sets of every scored query of trajectories (B, T, *shape)."""
     lat = layout.lattice
     B, N = traj.shape[0], layout.input_length
-    queries = np.flatnonzero(layout.eval_mask(T0))  # (q,) input positions with a cell target at t >= T0
+    queries, routing_pos = routing_positions(layout, T0)  # (q,), (q, |U|)
     t_tgt, z_tgt, _ = layout.unrho(queries + 1)  # (q,), (q, d)
-    t_q, kappa, _ = layout.unrho(queries)  # virtual address of the query token
-    shape = np.asarray(lat.shape)
+    t_q = layout.unrho(queries)[0]
 
-    # L1: rho(t - 1, kappa + u) for u in U, wrapped on the torus.
-    U = np.asarray(lat.routing_set())  # (|U|, d)
-    cells = (kappa[:, None, :] + U[None]) % shape  # (q, |U|, d)
-    routing_pos = layout.rho((t_q - 1)[:, None], cells)  # (q, |U|)
+    # L1: the routing cells of each query
     routing = np.zeros((len(queries), N), dtype=bool)
     np.put_along_axis(routing, routing_pos, True, axis=1)
     step_cells = layout.cell_positions()  # (T, *shape)

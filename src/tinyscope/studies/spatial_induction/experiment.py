@@ -67,6 +67,13 @@ class SihEvalConfig:
     eval_batch: int = 256          # trajectories per forward pass in evaluation
     n_ar: int = 256                # test trajectories used for the autoregressive metrics
     ar_seed: int = 42              # App. I.3: all evaluations use seed 42
+    # val trajectories whose layer-1 attention gives val_l1_routing_peaks at every evaluation, the
+    # distinct routing cells the heads point at (routing_heads.py; a mechanism gate); 0: off
+    head_peaks_n: int = 0
+
+    def __post_init__(self):
+        check(isinstance(self.head_peaks_n, int) and self.head_peaks_n >= 0,
+              f"eval.head_peaks_n={self.head_peaks_n} must be an integer >= 0")
 
 
 @dataclass
@@ -235,6 +242,7 @@ class SihExperiment(Experiment):
 
     def evaluator(self, cfg: SihRunConfig, task: CellularTask):
         from tinyscope.studies.spatial_induction.metrics import model_logits, teacher_forced_metrics
+        from tinyscope.studies.spatial_induction.routing_heads import distinct_routing_peaks, routing_mass
 
         val = task.eval_set("val")
 
@@ -242,7 +250,11 @@ class SihExperiment(Experiment):
             logits = model_logits(model, val.tokens, cfg.eval.eval_batch)
             m = teacher_forced_metrics(logits, task.layout, val.meta["traj"], val.targets, val.loss_mask,
                                        val.meta["tables"], self.stochastic)
-            return {f"val_{k}": v for k, v in m.items()}
+            out = {f"val_{k}": v for k, v in m.items()}
+            if cfg.eval.head_peaks_n:
+                mass = routing_mass(model, val.tokens[:cfg.eval.head_peaks_n], task.layout, cfg.task.T0)
+                out["val_l1_routing_peaks"] = float(distinct_routing_peaks(mass))
+            return out
 
         return evaluate
 
