@@ -84,3 +84,11 @@ def test_a_negative_sample_count_is_refused():
 
     with pytest.raises(ConfigError, match="head_peaks_n"):
         SihEvalConfig(head_peaks_n=-1)
+
+
+def test_the_v3_dedicated_preset_gates_on_the_heads_and_eca_on_accuracy():
+    v3 = registry.get("sih-v3-dedicated-det").config("cpu", seed=0)
+    assert (v3.train.gate_metric, v3.train.gate_step, v3.train.gate_threshold) == ("val_l1_routing_peaks", 3000, 3)
+    assert v3.eval.head_peaks_n > 0 and v3.restarts == 4
+    eca = registry.get("sih-eca-dedicated-det").config("cpu", seed=0)
+    assert (eca.train.gate_metric, eca.eval.head_peaks_n) == ("val_tf_cell_acc", 0)
