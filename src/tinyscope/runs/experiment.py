@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # annotations only: the run and figure types live above this 
     from tinyscope.report.tables import TableLayout
     from tinyscope.runs.claims import Claim
     from tinyscope.runs.rundir import Run
-    from tinyscope.train.trainer import TrainConfig
+    from tinyscope.train.trainer import TrainConfig, TrainResult
 
 Config = Any  # a preset's dataclass instance (``Experiment.config_cls``)
 Evaluator = Callable[[torch.nn.Module], dict]
@@ -134,6 +134,9 @@ class Stage:
     train:     its TrainConfig (steps, optimizer, schedule, evaluation, selection, stopping);
     objective: its loss ``(model, batch) -> loss`` (None: the main phase's);
     evaluate:  its evaluation during training (None: the main phase's);
+    previous:  receives the previous phase's ``TrainResult`` (its stop reason, selected and last
+               metrics) before ``prepare`` runs, on a fresh start and on a resume alike (a
+               restart reads there whether the previous start was stopped at its gate);
     prepare:   runs on the model before the stage's Trainer is built, on a fresh start and on
                a resume alike (freeze or unfreeze a part, re-initialise a head). Every module
                exists from ``build_model`` on, so every phase's checkpoints load by name;
@@ -151,6 +154,7 @@ class Stage:
     evaluate: Evaluator | None = None
     prepare: Callable[[torch.nn.Module], None] | None = None
     task: Task | None = None
+    previous: Callable[["TrainResult"], None] | None = None
     seed: int | None = None
 
     def __post_init__(self):

@@ -20,8 +20,8 @@ import torch
 
 from tinyscope.errors import check
 from tinyscope.runs.experiment import Stage
-from tinyscope.train.stopping import meets
-from tinyscope.train.trainer import TrainConfig
+from tinyscope.train.stopping import stopped_at_gate
+from tinyscope.train.trainer import TrainConfig, TrainResult
 
 
 def restart_seed(seed: int, k: int, salt: tuple[int, ...] = ()) -> int:
@@ -65,29 +65,36 @@ def gated_restart_stages(seed: int, n: int, train: TrainConfig, evaluate: Callab
     """Fresh starts for a run whose main phase ``train`` has a gate (``train.gate_step``): a start
     whose best ``gate_metric`` misses ``gate_threshold`` by the gate step is abandoned there.
 
-    Restart ``k`` (1 .. ``n``) keeps the previous phase's selected model when it meets the gate
-    (that start passed it and trained its whole schedule; the stage stops at step 0 on its
-    ``restart_kept`` metric) and otherwise trains a fresh draw from ``restart_seed(seed, k, salt)``
-    with the main phase's recipe, gated as the main phase except for restart ``n``, which trains
-    its whole schedule whatever it reaches. ``evaluate`` is the run's evaluator; ``fresh_task``
-    gives each stage a task with its own training state (a step-driven curriculum starts over),
-    None: the run's task. The samples of abandoned starts stay in the run's record."""
+    Restart ``k`` (1 .. ``n``) keeps the previous phase's selected model unless that phase was
+    stopped by its gate (``Stage.previous`` reads the stop reason): a start that passed the gate
+    trained its whole schedule and is kept whatever its gate metric reads at the end (the stage
+    stops at step 0 on its ``restart_kept`` metric), and so is a restart that kept one. Otherwise
+    it trains a fresh draw from ``restart_seed(seed, k, salt)`` with the main phase's recipe, gated
+    as the main phase except for restart ``n``, which trains its whole schedule whatever it
+    reaches. ``evaluate`` is the run's evaluator; ``fresh_task`` gives each stage a task with its
+    own training state (a step-driven curriculum starts over), None: the run's task. The samples
+    of abandoned starts stay in the run's record."""
     check(train.gate_step > 0 and train.gate_metric is not None,
           "gated restarts need a gate on the main phase (train.gate_step, train.gate_metric)")
     stages = []
     for k in range(1, n + 1):
         kept: list[bool] = []
+        passed: list[bool] = []  # whether the previous phase went past its gate
 
         def stage_evaluate(model: torch.nn.Module, kept=kept) -> dict:
             return {**evaluate(model), KEPT: float(bool(kept) and kept[-1])}
 
-        def solved(model: torch.nn.Module) -> bool:
-            return meets(float(evaluate(model)[train.gate_metric]), train.gate_threshold, train.gate_mode)
+        def note_previous(result: TrainResult, passed=passed) -> None:
+            passed.append(not stopped_at_gate(result.stopped))
+
+        def solved(model: torch.nn.Module, passed=passed) -> bool:
+            check(bool(passed), "a gated restart needs the previous phase's result (Stage.previous) before prepare")
+            return passed[-1]
 
         stage_train = dataclasses.replace(train, eval_at_start=True, stop_metric=KEPT, stop_threshold=1.0,
                                           stop_mode="max", stop_consecutive=1,
                                           gate_step=train.gate_step if k < n else 0)
-        stages.append(Stage(f"restart{k}", stage_train, evaluate=stage_evaluate,
+        stages.append(Stage(f"restart{k}", stage_train, evaluate=stage_evaluate, previous=note_previous,
                             prepare=_keep_or_redraw(seed, k, salt, solved, fresh_model, kept),
                             task=None if fresh_task is None else fresh_task(), seed=restart_seed(seed, k, salt)))
     return stages

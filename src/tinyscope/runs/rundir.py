@@ -212,7 +212,7 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
     if resume:
         trainer.resume()
     result = trainer.fit()
-    stages = _run_stages(out, exp, cfg, task, model, trainer, resume=resume, progress=progress)
+    stages = _run_stages(out, exp, cfg, task, model, trainer, result, resume=resume, progress=progress)
     if trainer.dist.world > 1:
         teardown()
     if not trainer.dist.is_main:
@@ -235,23 +235,26 @@ def _restart_rule(exp: Experiment, cfg: Any, task: Any):
     return curriculum_restart(cfg.seed, curriculum, lambda: exp.build_model(cfg, task))
 
 
-def _run_stages(out: Path, exp: Experiment, cfg: Any, task: Any, model: torch.nn.Module, main: Trainer, *,
-                resume: bool, progress: bool) -> list[tuple[Stage, TrainResult]]:
+def _run_stages(out: Path, exp: Experiment, cfg: Any, task: Any, model: torch.nn.Module, main: Trainer,
+                main_result: TrainResult, *, resume: bool, progress: bool) -> list[tuple[Stage, TrainResult]]:
     """Train the experiment's stages in order, each with its own Trainer in RUN/stages/<name>/,
-    each from the previous phase's selected model (loaded into ``model``); with ``resume`` a
-    stage continues from its resume checkpoint (a finished one does nothing). Leaves the last
-    stage's selected model in ``model``."""
+    each from the previous phase's selected model (loaded into ``model``) and told that phase's
+    result (``Stage.previous``); with ``resume`` a stage continues from its resume checkpoint (a
+    finished one does nothing). Leaves the last stage's selected model in ``model``."""
     stages = exp.stages(cfg, task)
     done: list[tuple[Stage, TrainResult]] = []
     if not stages:
         return done
     _barrier(main)  # the other ranks read the checkpoints rank 0 wrote
     _load_selected(out, model)
+    previous = main_result
     for stage in stages:
         stage_dir = out / "stages" / stage.name
         if main.dist.is_main:
             stage_dir.mkdir(parents=True, exist_ok=True)
             ckpt.atomic_write_json(stage_dir / "train.json", to_dict(stage.train))
+        if stage.previous is not None:
+            stage.previous(previous)
         if stage.prepare is not None:
             stage.prepare(model)
         trainer = Trainer(model, task if stage.task is None else stage.task, stage.train,
@@ -261,7 +264,8 @@ def _run_stages(out: Path, exp: Experiment, cfg: Any, task: Any, model: torch.nn
                           progress=progress)
         if resume:
             trainer.resume()
-        done.append((stage, trainer.fit()))
+        previous = trainer.fit()
+        done.append((stage, previous))
         _barrier(trainer)
         _load_selected(stage_dir, model)
     return done

@@ -61,6 +61,14 @@ class Selection:
         self.best_step, self.best_metrics = state["best_step"], state["best_metrics"]
 
 
+GATE_REASON = "gate:"  # how the stop reason of a try the gate stopped begins
+
+
+def stopped_at_gate(reason: str | None) -> bool:
+    """Whether a phase whose stop reason (``TrainResult.stopped``) is ``reason`` was stopped by its gate."""
+    return reason is not None and reason.startswith(GATE_REASON)
+
+
 class StopRules:
     def __init__(self, metric: str | None, threshold: float, mode: str, consecutive: int,
                  patience_metric: str | None, patience_mode: str, patience: int, min_delta: float,
@@ -112,7 +120,7 @@ class StopRules:
             return self.reason
         if self.gate_best is None or not meets(self.gate_best, self.gate_threshold, self.gate_mode):
             best = "nothing" if self.gate_best is None else f"{self.gate_best:.4g}"
-            self.reason = (f"gate: best {self.gate_metric} {best} by step {step} misses "
+            self.reason = (f"{GATE_REASON} best {self.gate_metric} {best} by step {step} misses "
                            f"{'<=' if self.gate_mode == 'min' else '>='} {self.gate_threshold}")
         return self.reason
 
