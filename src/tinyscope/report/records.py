@@ -79,7 +79,8 @@ class RunRecord:
     metrics: dict[str, float] = field(default_factory=dict)
     eval_fingerprint: str | None = None
     steps: int | None = None
-    selected_step: int | None = None
+    selected_step: int | None = None            # the main phase's selected step
+    measured_step: int | None = None            # the checkpoint step results.json's metrics measured (None: unknown)
     wall_time: float | None = None
     tokens: int | None = None
     error: str | None = None
@@ -191,6 +192,9 @@ def read_run(path: str | Path) -> RunRecord:
         rec.metrics = numeric_metrics(res.get("metrics") if isinstance(res.get("metrics"), dict) else {})
         rec.eval_fingerprint = res.get("eval_fingerprint")
         rec.steps, rec.selected_step = res.get("steps"), res.get("selected_step")
+        # a run with stages measures its last phase's model (results.json: measured_step, written
+        # since 2026-12-05); without stages, the main phase's selected step
+        rec.measured_step = res.get("measured_step", None if res.get("phases") else rec.selected_step)
         rec.wall_time = res.get("wall_time")
     elif error_path.exists():
         rec.status = "failed"

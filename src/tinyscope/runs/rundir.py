@@ -219,7 +219,8 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
         return {}
     results = finalize(out, exp, preset, cfg, task, model, result, stages)
     if report != "none":
-        step = results["selected_step"] if results.get("selected_step") is not None else results["steps"]
+        step = results.get("measured_step", results.get("selected_step"))
+        step = results["steps"] if step is None else step
         _write_report(Run(out, exp, preset, cfg, task, model, step),
                       full=report == "full" or (report == "auto" and preset != "smoke"))
     return results
@@ -420,8 +421,10 @@ def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model
     """Measure the run's selected model (the last stage's when there are stages) and write
     results.json: ``steps``, ``stopped`` and ``selected_step`` are the main phase's,
     ``wall_time`` the training time of every phase, and a run with stages lists each phase
-    (the main one first) under ``phases``."""
-    _load_selected(out / "stages" / stages[-1][0].name if stages else out, model)
+    (the main one first) under ``phases`` and gives the checkpoint step of the model it measured
+    (``load_run``'s step; a restart that kept its start holds the same weights at its step 0, so
+    the step is the phase's that trained them) as ``measured_step``."""
+    measured_step = _load_selected(_final_phase(out, exp, cfg, task)[0], model)  # as load_run(out) does
     t0 = time.perf_counter()
     model.eval()
     metrics = exp.final_evaluation(cfg, task, model)
@@ -442,6 +445,7 @@ def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model
         results["selection"] = {"metric": train.select_metric, "mode": train.select_mode,
                                 "tie_break": train.tie_break_metric}
     if stages:
+        results["measured_step"] = measured_step
         results["phases"] = [_phase_record(name, r) for name, r in [("main", result)] + [(s.name, r) for s, r in stages]]
     ckpt.atomic_write_json(out / "results.json", results)
     return results

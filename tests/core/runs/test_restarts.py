@@ -72,7 +72,7 @@ def test_a_gated_run_keeps_the_main_start_that_passed_its_gate_and_redraws_one_t
     is stopped at the gate and replaced."""
     import json
 
-    from tinyscope.runs.rundir import run_experiment
+    from tinyscope.runs.rundir import load_run, run_experiment
 
     def restarts_trained(threshold: float) -> list[int]:
         out = tmp_path / f"t{threshold}"
@@ -83,6 +83,8 @@ def test_a_gated_run_keeps_the_main_start_that_passed_its_gate_and_redraws_one_t
         for k in (1, 2):
             rows = [json.loads(line) for line in (out / "stages" / f"restart{k}" / "metrics.jsonl").open()]
             steps.append(max(r["step"] for r in rows))
+        results = json.loads((out / "results.json").read_text())
+        assert results["measured_step"] == load_run(out).step  # the step an analysis of the run records
         return steps
 
     assert restarts_trained(0.0) == [0, 0]

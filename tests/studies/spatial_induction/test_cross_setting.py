@@ -113,3 +113,25 @@ def test_figures_refuse_mixed_presets_and_folders_without_analyses(folder, tmp_p
     analysed_run(bare / "r", "sih-eca-shared-det", 0)
     with pytest.raises(TinyscopeError, match="tinyscope analyze RUN"):
         figure4(load_records(bare))
+
+
+def _with_restarts(path, measured_step=None):
+    """Rewrite a run's results.json as a gated run whose main start was replaced: the main
+    phase selected step 300, the final model comes from restart 1 (its step 800)."""
+    results = json.loads((path / "results.json").read_text())
+    results["phases"] = [{"name": "main", "steps": 300, "selected_step": 300}, {"name": "restart1", "selected_step": 800}]
+    if measured_step is not None:
+        results["measured_step"] = measured_step
+    (path / "results.json").write_text(json.dumps(results))
+
+
+def test_a_run_with_restart_stages_is_judged_by_the_step_it_measured(tmp_path):
+    analysed_run(tmp_path / "kept", "sih-v3-dedicated-det", 0, 0.9, step=800)
+    _with_restarts(tmp_path / "kept", measured_step=800)
+    analysed_run(tmp_path / "stale", "sih-v3-dedicated-det", 1, 0.9, step=300)
+    _with_restarts(tmp_path / "stale", measured_step=800)
+    analysed_run(tmp_path / "older", "sih-v3-dedicated-det", 2, 0.9, step=800)
+    _with_restarts(tmp_path / "older")  # results.json from before measured_step: not judged
+    group = collect(load_records(tmp_path))[Group("v3", "det", "dedicated")]
+    assert (len(group.runs), len(group.analyses)) == (3, 2)
+    assert sorted(r.measured_step for r in group.runs if r.measured_step is not None) == [800, 800]

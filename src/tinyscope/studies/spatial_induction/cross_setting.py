@@ -72,8 +72,9 @@ def group_of(experiment: str) -> Group | None:
 
 def read_analysis(run: RunRecord) -> dict | None:
     """The run's analysis.json, or None when the run was not analysed; a damaged file, or an
-    analysis of another checkpoint than the run's selected one (``--checkpoint last``, or a run
-    trained further since), is logged and counts as not analysed."""
+    analysis of another checkpoint than the one the run's results measured (``--checkpoint last``,
+    or a run trained further since; a run with restart stages measures its last phase's model), is
+    logged and counts as not analysed."""
     path = run.path / "analysis" / "analysis.json"
     if not path.exists():
         return None
@@ -83,9 +84,9 @@ def read_analysis(run: RunRecord) -> dict | None:
         log.warning("run %s: analysis not read: %s", run.path, exc)
         return None
     step = analysis.get("checkpoint_step")
-    if step is not None and run.selected_step is not None and step != run.selected_step:
-        log.warning("run %s: analysis of step %s, not of the selected step %s: left out (rerun tinyscope analyze)",
-                    run.path, step, run.selected_step)
+    if step is not None and run.measured_step is not None and step != run.measured_step:
+        log.warning("run %s: analysis of step %s, not of the measured step %s: left out (rerun tinyscope analyze)",
+                    run.path, step, run.measured_step)
         return None
     return analysis
 
