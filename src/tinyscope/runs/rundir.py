@@ -32,7 +32,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -318,10 +318,16 @@ def _load_selected(phase_dir: Path, model: torch.nn.Module) -> int | None:
 def _final_phase(path: Path, exp: Experiment, cfg: Any, task: Any) -> tuple[Path, str | None]:
     """The directory and stage name of the last phase of a run that holds a checkpoint (a run
     killed before its stages ends at an earlier phase); the main phase is ``(path, None)``."""
-    for stage in reversed(exp.stages(cfg, task)):
-        stage_dir = path / "stages" / stage.name
+    return _last_trained_phase(path, [stage.name for stage in exp.stages(cfg, task)])
+
+
+def _last_trained_phase(path: Path, stage_names: Sequence[str]) -> tuple[Path, str | None]:
+    """``_final_phase`` given the stages' names (a stage that kept its start trains no step and
+    writes no resume checkpoint: the phase that trained those weights answers)."""
+    for name in reversed(stage_names):
+        stage_dir = path / "stages" / name
         if (stage_dir / "checkpoints" / "resume.safetensors").exists():
-            return stage_dir, stage.name
+            return stage_dir, name
     return path, None
 
 
@@ -424,7 +430,7 @@ def finalize(out: Path, exp: Experiment, preset: str, cfg: Any, task: Any, model
     (the main one first) under ``phases`` and gives the checkpoint step of the model it measured
     (``load_run``'s step; a restart that kept its start holds the same weights at its step 0, so
     the step is the phase's that trained them) as ``measured_step``."""
-    measured_step = _load_selected(_final_phase(out, exp, cfg, task)[0], model)  # as load_run(out) does
+    measured_step = _load_selected(_last_trained_phase(out, [s.name for s, _ in stages])[0], model)  # as load_run
     t0 = time.perf_counter()
     model.eval()
     metrics = exp.final_evaluation(cfg, task, model)
