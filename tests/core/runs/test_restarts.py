@@ -77,8 +77,8 @@ def test_a_gated_run_keeps_the_main_start_that_passed_its_gate_and_redraws_one_t
     def restarts_trained(threshold: float) -> list[int]:
         out = tmp_path / f"t{threshold}"
         run_experiment("sih-eca-dedicated-det", "smoke", seed=0, out=out, progress=False, report="none",
-                  overrides=["restarts=2", "train.gate_metric=val_tf_cell_acc", "train.gate_step=10",
-                             f"train.gate_threshold={threshold}", "train.threads=1"])
+                       overrides=["restarts=2", "train.gate_metric=val_tf_cell_acc", "train.gate_step=10",
+                                  f"train.gate_threshold={threshold}", "train.threads=1"])
         steps = []
         for k in (1, 2):
             rows = [json.loads(line) for line in (out / "stages" / f"restart{k}" / "metrics.jsonl").open()]
