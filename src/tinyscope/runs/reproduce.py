@@ -58,6 +58,7 @@ class Plan:
     out: Path
     skipped: list[tuple[Claim, str]] = field(default_factory=list)
     n_seeds: int | None = None
+    companions: list[Claim] = field(default_factory=list)   # in ``claims``: added because they read the same runs
 
     def is_done(self, run: PlannedRun) -> bool:
         return (self.out / run.spec.rel_path / "results.json").exists() and not self.is_stale(run)
@@ -136,7 +137,21 @@ def plan(claims: list[Claim], out: str | Path, preset: str | None = None, n_seed
                     raise ConfigError(f"claim {c.id}: {exc}") from None
                 est = ledger.estimate(timings[exp.study], rs.key, calibration)
                 runs[(rs.key, seed)] = PlannedRun(rs, seed, _spec(rs, seed), est)
-    return Plan(chosen, list(runs.values()), out, skipped, n_seeds)
+    p = Plan(chosen, list(runs.values()), out, skipped, n_seeds)
+    if preset != SMOKE:
+        p.companions = companions(p)
+        p.claims += p.companions
+    return p
+
+
+def companions(p: Plan) -> list[Claim]:
+    """The claims ``p`` did not choose that read only runs it plans, every seed of them: a run
+    judges every claim that reads it, so reproducing Table 1's row records Table 13's cells of the
+    same runs too, and no claim is left "not run" beside runs that measure it."""
+    planned = {(r.run_set.key, r.seed) for r in p.runs}
+    have = {c.id for c in p.claims} | {c.id for c, _ in p.skipped}
+    return [c for c in all_claims() if c.id not in have and c.runs
+            and all((rs.key, s) in planned for rs in c.runs for s in rs.seed_list(p.n_seeds))]
 
 
 def format_duration(s: float | None) -> str:
@@ -186,7 +201,8 @@ def format_plan(p: Plan, jobs: int, commands: bool = False) -> str:
     if unknown:
         total = f"{total} + {unknown} run(s) of unknown length" if remaining else "unknown"
     computed = sum(not c.runs for c in p.claims)
-    lines.append(f"{len(p.claims)} claim(s) ({computed} computed without training); {len(p.runs)} run(s), "
+    also = f", {len(p.companions)} of them because they read the same runs" if p.companions else ""
+    lines.append(f"{len(p.claims)} claim(s) ({computed} computed without training{also}); {len(p.runs)} run(s), "
                  f"{len(p.runs) - n_todo} already complete; estimated time at {jobs} job(s): {total}")
     lines += [f"  left out: {c.id}: {why}" for c, why in p.skipped]
     if commands and todo_runs:

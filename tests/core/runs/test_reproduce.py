@@ -249,3 +249,16 @@ def test_claims_command_lists_every_claim_in_each_format(capsys):
     assert "minimal/fig3/rule_error" in out and "spatial_induction/" not in out
     assert main(["claims", "minimal", "--format", "markdown"]) == 0
     assert "| `minimal/table1/n_parameters` |" in capsys.readouterr().out
+
+
+def test_claims_that_read_the_chosen_runs_are_measured_with_them(tmp_path):
+    """Reproducing Table 1's Shared-head ECA row plans the runs Table 13's cells of the same
+    experiment read; those claims join the plan (and its ledger record), those of other runs do not."""
+    chosen = claims_mod.select(["spatial_induction/table1/eca-shared-det"])
+    plan = reproduce.plan(chosen, tmp_path, preset="cpu")
+    added = {c.id for c in plan.companions}
+    assert "spatial_induction/table13/eca-shared-det/tf_seq_acc" in added
+    assert {c.id for c in chosen} <= {c.id for c in plan.claims} and added <= {c.id for c in plan.claims}
+    keys = {r.run_set.key for r in plan.runs}
+    assert all(rs.key in keys for c in plan.companions for rs in c.runs)
+    assert "because they read the same runs" in reproduce.format_plan(plan, jobs=1)
