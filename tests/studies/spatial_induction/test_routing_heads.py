@@ -7,7 +7,7 @@ from tinyscope.errors import ConfigError
 from tinyscope.runs import registry
 from tinyscope.runs.rundir import load_run
 from tinyscope.studies.spatial_induction.construction_sets import query_sets, routing_positions
-from tinyscope.studies.spatial_induction.routing_heads import distinct_routing_peaks, routing_mass
+from tinyscope.studies.spatial_induction.routing_heads import distinct_routing_peaks, routing_coverage, routing_mass
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,19 @@ def test_construction_one_points_every_head_at_its_own_cell(compiled):
     assert distinct_routing_peaks(mass) == U == 4
 
 
+def test_routing_coverage_is_the_most_one_head_puts_on_the_routing_cells(compiled):
+    """A weighted gather of the whole neighbourhood (the Shared-head code, 4:2:1 plus the cell
+    below) covers ~1 with one peak; a head that reads older rows covers little; Construction I's
+    heads each cover their own cell, so its coverage is one cell's mass."""
+    gather = torch.tensor([[0.52, 0.26, 0.13, 0.06]], dtype=torch.float64)
+    assert routing_coverage(gather) == pytest.approx(0.97) and distinct_routing_peaks(gather) == 1
+    older_rows = torch.tensor([[0.15, 0.10, 0.06, 0.03]], dtype=torch.float64)
+    assert routing_coverage(older_rows) == pytest.approx(0.34)
+    _, tokens = _streams(compiled)
+    mass = routing_mass(compiled.model, tokens, compiled.task.layout, compiled.task.cfg.T0)  # (H, |U|)
+    assert routing_coverage(mass) == pytest.approx(float(mass.sum(-1).max())) and 0.9 < routing_coverage(mass) <= 1.0 + 1e-6
+
+
 def test_copies_of_one_head_point_at_one_cell(compiled):
     """The V = 3 failure: layer-1 heads that are copies of one head."""
     model = compiled.model
@@ -74,9 +87,10 @@ def test_the_validation_reports_routing_peaks_only_when_asked():
         cfg = exp.config("smoke", seed=0, overrides=[f"eval.head_peaks_n={n}"])
         task = exp.build_task(cfg)
         metrics = exp.evaluator(cfg, task)(exp.build_model(cfg, task))
-        assert ("val_l1_routing_peaks" in metrics) == (n > 0)
+        assert ("val_l1_routing_peaks" in metrics) == ("val_l1_routing_coverage" in metrics) == (n > 0)
         if n:
             assert metrics["val_l1_routing_peaks"] in {0.0, 1.0, 2.0, 3.0, 4.0}
+            assert 0.0 <= metrics["val_l1_routing_coverage"] <= 1.0 + 1e-6
 
 
 def test_a_negative_sample_count_is_refused():

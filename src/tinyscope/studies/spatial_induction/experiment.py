@@ -67,8 +67,9 @@ class SihEvalConfig:
     eval_batch: int = 256          # trajectories per forward pass in evaluation
     n_ar: int = 256                # test trajectories used for the autoregressive metrics
     ar_seed: int = 42              # App. I.3: all evaluations use seed 42
-    # val trajectories whose layer-1 attention gives val_l1_routing_peaks at every evaluation, the
-    # distinct routing cells the heads point at (routing_heads.py; a mechanism gate); 0: off
+    # val trajectories whose layer-1 attention gives, at every evaluation, val_l1_routing_peaks (the
+    # distinct routing cells the heads point at) and val_l1_routing_coverage (the most attention one
+    # head puts on them) (routing_heads.py; mechanism gates); 0: off
     head_peaks_n: int = 0
 
     def __post_init__(self):
@@ -179,7 +180,7 @@ def cpu_preset(setting: str, arch: str, regime: str):
     if (setting, arch, regime) in CPU_GATES:
         step, metric, threshold, restarts = CPU_GATES[(setting, arch, regime)]
         gate = dict(gate_metric=metric, gate_step=step, gate_threshold=threshold)
-        head_peaks_n = HEAD_PEAKS_N if metric == "val_l1_routing_peaks" else 0
+        head_peaks_n = HEAD_PEAKS_N if metric.startswith("val_l1_routing_") else 0
     task = task_config(setting, regime, n_val=256, n_test=4096, **curriculum)
     return lambda: SihRunConfig(
         task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
@@ -247,7 +248,11 @@ class SihExperiment(Experiment):
 
     def evaluator(self, cfg: SihRunConfig, task: CellularTask):
         from tinyscope.studies.spatial_induction.metrics import model_logits, teacher_forced_metrics
-        from tinyscope.studies.spatial_induction.routing_heads import distinct_routing_peaks, routing_mass
+        from tinyscope.studies.spatial_induction.routing_heads import (
+            distinct_routing_peaks,
+            routing_coverage,
+            routing_mass,
+        )
 
         val = task.eval_set("val")
 
@@ -259,6 +264,7 @@ class SihExperiment(Experiment):
             if cfg.eval.head_peaks_n:
                 mass = routing_mass(model, val.tokens[:cfg.eval.head_peaks_n], task.layout, cfg.task.T0)
                 out["val_l1_routing_peaks"] = float(distinct_routing_peaks(mass))
+                out["val_l1_routing_coverage"] = routing_coverage(mass)
             return out
 
         return evaluate

@@ -11,6 +11,11 @@ nowhere. ``distinct_routing_peaks`` counts the distinct cells the heads point at
 has one head per cell, so it points at all |U| of them. The converged ECA Dedicated-heads model
 points at 3. A V = 3 start that copies one weighted gather (the Shared-head code, App. G.4) into
 three heads points at 1 (docs/results/spatial_induction.md).
+
+A Shared-head layer 1 gathers the whole neighbourhood through its one head, so what tells a
+gathering head from one that reads older rows is its *routing coverage*, max_h sum_u m[h, u]: the
+most attention one head puts on the routing cells (1 for the weighted gather of Construction II,
+0.91 for the one Shared-head ECA start that gathered, 0.34-0.37 for those that did not).
 """
 from __future__ import annotations
 
@@ -39,3 +44,8 @@ def distinct_routing_peaks(mass: torch.Tensor, floor: float = PEAK_FLOOR) -> int
     """The number of distinct routing cells that some head points at (mass (H, |U|))."""
     best, cell = mass.max(-1)  # (H,), (H,)
     return len(set(cell[best >= floor].tolist()))
+
+
+def routing_coverage(mass: torch.Tensor) -> float:
+    """max_h sum_u m[h, u]: the most attention one layer-1 head puts on the routing cells (mass (H, |U|))."""
+    return float(mass.sum(-1).max())
