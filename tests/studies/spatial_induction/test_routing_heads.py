@@ -106,3 +106,12 @@ def test_the_v3_dedicated_preset_gates_on_the_heads_and_eca_on_accuracy():
     assert v3.eval.head_peaks_n > 0 and v3.restarts == 4
     eca = registry.get("sih-eca-dedicated-det").config("cpu", seed=0)
     assert (eca.train.gate_metric, eca.eval.head_peaks_n) == ("val_tf_cell_acc", 0)
+
+
+def test_a_routing_gate_without_the_trajectories_it_reads_is_refused():
+    exp = registry.get("sih-eca-shared-det")
+    with pytest.raises(ConfigError, match="head_peaks_n"):
+        exp.config("smoke", seed=0, overrides=["train.gate_metric=val_l1_routing_coverage", "train.gate_step=10"])
+    cfg = exp.config("smoke", seed=0, overrides=["train.gate_metric=val_l1_routing_coverage", "train.gate_step=10",
+                                                 "eval.head_peaks_n=4"])
+    assert cfg.train.gate_metric == "val_l1_routing_coverage"

@@ -94,6 +94,11 @@ class SihRunConfig:
         check(not self.restarts or self.train.gate_step > 0,
               f"restarts={self.restarts} needs a gate to abandon a start: set train.gate_step, train.gate_metric "
               "and train.gate_threshold")
+        routing_metrics = [m for m in (self.train.gate_metric, self.train.select_metric, self.train.stop_metric)
+                           if m is not None and m.startswith("val_l1_routing_")]
+        check(not routing_metrics or self.eval.head_peaks_n > 0,
+              f"{routing_metrics[0] if routing_metrics else ''} is measured only with eval.head_peaks_n > 0 "
+              f"(the val trajectories whose layer-1 attention it reads; the presets use {HEAD_PEAKS_N})")
         n_ctx = CellularTask(self.task).n_ctx
         check(self.model.n_ctx >= n_ctx, f"model.n_ctx={self.model.n_ctx} must be >= the stream's {n_ctx} input positions")
         vocab = CellularTask(self.task).vocab_size
