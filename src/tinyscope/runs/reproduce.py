@@ -106,6 +106,11 @@ def plan(claims: list[Claim], out: str | Path, preset: str | None = None, n_seed
 
     gpu = torch.cuda.is_available()
     out = Path(out)
+    if preset is not None and preset != SMOKE:
+        known = sorted({p for c in claims for rs in c.runs for p in registry.get(rs.experiment).presets})
+        if known and preset not in known:
+            raise ConfigError(f"--preset {preset}: none of the chosen claims' experiments has it (they have "
+                              f"{', '.join(known)})")
     chosen, skipped = [], []
     for c in claims:
         if preset == SMOKE:

@@ -262,3 +262,9 @@ def test_claims_that_read_the_chosen_runs_are_measured_with_them(tmp_path):
     keys = {r.run_set.key for r in plan.runs}
     assert all(rs.key in keys for c in plan.companions for rs in c.runs)
     assert "because they read the same runs" in reproduce.format_plan(plan, jobs=1)
+
+
+def test_an_unknown_preset_is_one_line_not_a_plan_that_leaves_everything_out(capsys):
+    assert main(["reproduce", "theia", "--preset", "bogus", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--preset bogus" in err[0] and "cpu" in err[0]
