@@ -14,8 +14,9 @@ three heads points at 1 (docs/results/spatial_induction.md).
 
 A Shared-head layer 1 gathers the whole neighbourhood through its one head, so what tells a
 gathering head from one that reads older rows is its *routing coverage*, max_h sum_u m[h, u]: the
-most attention one head puts on the routing cells (1 for the weighted gather of Construction II,
-0.91 for the one Shared-head ECA start that gathered, 0.34-0.37 for those that did not).
+most attention one head puts on the routing cells. Measured on Shared-head ECA starts at their
+first full-length evaluations: 0.88-0.93 for a start that gathers, 0.03-0.11 for one that reads
+older rows (docs/results/spatial_induction.md, 2026-12-06).
 """
 from __future__ import annotations
 
