@@ -143,3 +143,12 @@ def estimate(timings: dict, key: str, calibration: float | None) -> float | None
     if calibration is None or not t.get("calibration_s"):
         return base
     return base * calibration / t["calibration_s"]
+
+
+def estimate_from_siblings(timings: dict, key: str, calibration: float | None) -> float | None:
+    """A rougher estimate for a ``key`` never recorded: the median of :func:`estimate` over the
+    recorded run sets of the same experiment and preset at other ``--set`` values (None: none)."""
+    prefix = "|".join(key.split("|")[:2]) + "|"
+    siblings = [estimate(timings, k, calibration) for k in timings if k != key and (k + "|").startswith(prefix)]
+    siblings = [s for s in siblings if s is not None]
+    return statistics.median(siblings) if siblings else None

@@ -47,6 +47,7 @@ class PlannedRun:
     seed: int
     spec: RunSpec
     estimate_s: float | None
+    estimate_from_siblings: bool = False  # no run of this setting recorded: estimated from other settings
 
 
 @dataclass
@@ -141,7 +142,10 @@ def plan(claims: list[Claim], out: str | Path, preset: str | None = None, n_seed
                 except ConfigError as exc:
                     raise ConfigError(f"claim {c.id}: {exc}") from None
                 est = ledger.estimate(timings[exp.study], rs.key, calibration)
-                runs[(rs.key, seed)] = PlannedRun(rs, seed, _spec(rs, seed), est)
+                rough = est is None
+                if rough:
+                    est = ledger.estimate_from_siblings(timings[exp.study], rs.key, calibration)
+                runs[(rs.key, seed)] = PlannedRun(rs, seed, _spec(rs, seed), est, rough and est is not None)
     p = Plan(chosen, list(runs.values()), out, skipped, n_seeds)
     if preset != SMOKE:
         p.companions = companions(p)
@@ -159,16 +163,19 @@ def companions(p: Plan) -> list[Claim]:
             and all((rs.key, s) in planned for rs in c.runs for s in rs.seed_list(p.n_seeds))]
 
 
-def format_duration(s: float | None) -> str:
+def format_duration(s: float | None, rough: bool = False) -> str:
+    """``s`` seconds as "40 s", "12 min" or "2.5 h"; ``rough`` marks an estimate made from other
+    settings with "≈"."""
     if s is None:
         return "unknown"
     if math.isinf(s):
         return "never"
+    mark = "≈" if rough else ""
     if s < 90:
-        return f"{s:.0f} s"
+        return f"{mark}{s:.0f} s"
     if s < 5400:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
+        return f"{mark}{s / 60:.0f} min"
+    return f"{mark}{s / 3600:.1f} h"
 
 
 def run_command(r: PlannedRun, out: Path) -> str:
@@ -188,27 +195,32 @@ def format_plan(p: Plan, jobs: int, commands: bool = False) -> str:
         groups.setdefault(r.run_set.key, []).append(r)
     rows = [("experiment", "preset", "--set", "seeds", "done", "per run", "remaining")]
     todo_runs = [r for r in p.runs if not p.is_done(r)]
-    remaining, unknown = 0.0, 0
+    remaining, unknown, rough = 0.0, 0, False
     for runs in groups.values():
         rs = runs[0].run_set
         todo = [r for r in runs if not p.is_done(r)]
-        est = runs[0].estimate_s
+        est, from_siblings = runs[0].estimate_s, runs[0].estimate_from_siblings
         if todo and est is None:
             unknown += len(todo)
+        rough |= bool(todo) and from_siblings
         remaining += (est or 0.0) * len(todo)
         rows.append((rs.experiment, rs.preset, " ".join(rs.overrides) or "–", ",".join(str(r.seed) for r in runs),
-                     str(len(runs) - len(todo)), format_duration(est), format_duration(est * len(todo)) if est is not None
+                     str(len(runs) - len(todo)), format_duration(est, from_siblings),
+                     format_duration(est * len(todo), from_siblings) if est is not None
                      else ("0 s" if not todo else "unknown")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows] if groups else []
     n_todo = sum(not p.is_done(r) for r in p.runs)
-    total = format_duration(remaining / max(1, min(jobs, n_todo or 1)))
+    total = format_duration(remaining / max(1, min(jobs, n_todo or 1)), rough)
     if unknown:
         total = f"{total} + {unknown} run(s) of unknown length" if remaining else "unknown"
     computed = sum(not c.runs for c in p.claims)
     also = f", {len(p.companions)} of them because they read the same runs" if p.companions else ""
     lines.append(f"{len(p.claims)} claim(s) ({computed} computed without training{also}); {len(p.runs)} run(s), "
                  f"{len(p.runs) - n_todo} already complete; estimated time at {jobs} job(s): {total}")
+    if rough:
+        lines.append("  ≈: no run of that setting recorded; the median of the same experiment and preset at "
+                     "other --set values")
     lines += [f"  left out: {c.id}: {why}" for c, why in p.skipped]
     if commands and todo_runs:
         lines += ["the runs, in order:"] + [f"  {run_command(r, p.out)}" for r in todo_runs]

@@ -268,3 +268,33 @@ def test_an_unknown_preset_is_one_line_not_a_plan_that_leaves_everything_out(cap
     assert main(["reproduce", "theia", "--preset", "bogus", "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--preset bogus" in err[0] and "cpu" in err[0]
+
+
+def test_an_unrecorded_setting_is_estimated_from_its_recorded_siblings():
+    """The median over the same experiment and preset at other --set values, each scaled by its
+    own calibration; another preset or experiment does not count, nor does the key itself."""
+    timings = {
+        "exp|cpu": {"wall_time_s": [100.0, 300.0], "calibration_s": 1.0},
+        "exp|cpu|a=1": {"wall_time_s": [400.0], "calibration_s": 2.0},
+        "exp|cpu|a=2": {"wall_time_s": [1000.0], "calibration_s": 1.0},
+        "exp|paper": {"wall_time_s": [9e9], "calibration_s": 1.0},
+        "exp2|cpu": {"wall_time_s": [9e9], "calibration_s": 1.0},
+    }
+    assert ledger.estimate(timings, "exp|cpu|b=1", 1.0) is None
+    assert ledger.estimate_from_siblings(timings, "exp|cpu|b=1", 1.0) == 200.0  # median of 200, 200, 1000
+    assert ledger.estimate_from_siblings(timings, "exp|cpu|a=2", 1.0) == 200.0  # median of 200, 200
+    assert ledger.estimate_from_siblings(timings, "exp|gpu", 1.0) is None
+
+
+def test_the_plan_marks_an_estimate_made_from_other_settings(capsys, tmp_path, monkeypatch):
+    """A ledger that records `theia-kleene --preset cpu` but no P_unk = 0.05 run: the plan shows a
+    "≈" estimate for it and says what the mark means."""
+    timings = {"theia-kleene|cpu": {"wall_time_s": [3000.0], "calibration_s": 1.0}}
+    monkeypatch.setattr(ledger, "read_ledger", lambda study: {"study": study, "claims": {}, "timings": timings})
+    monkeypatch.setattr(ledger, "calibrate", lambda: 1.0)
+    assert main(["reproduce", "theia/ablations/p_unk_0_05/rules12", "--preset", "cpu", "--out", str(tmp_path),
+                 "--dry-run"]) == 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "≈50 min  ≈1.7 h" in text and "at 1 job(s): ≈1.7 h" in text
+    assert "≈: no run of that setting recorded" in text
