@@ -178,6 +178,18 @@ def format_duration(s: float | None, rough: bool = False) -> str:
     return f"{mark}{s / 3600:.1f} h"
 
 
+def makespan(durations: list[float], jobs: int) -> float:
+    """Wall time of running ``durations`` in the given order on ``jobs`` workers, each run taken
+    by the first worker to come free (how the sweep hands them out): three 30-minute runs on
+    two jobs take 60 minutes, not 45."""
+    import heapq
+
+    free_at = [0.0] * max(1, jobs)
+    for d in durations:
+        heapq.heappush(free_at, heapq.heappop(free_at) + d)
+    return max(free_at)
+
+
 def run_command(r: PlannedRun, out: Path) -> str:
     """The `tinyscope run` command line of one planned run, into its folder under ``out``."""
     import shlex
@@ -211,7 +223,7 @@ def format_plan(p: Plan, jobs: int, commands: bool = False) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows] if groups else []
     n_todo = sum(not p.is_done(r) for r in p.runs)
-    total = format_duration(remaining / max(1, min(jobs, n_todo or 1)), rough)
+    total = format_duration(makespan([r.estimate_s or 0.0 for r in todo_runs], jobs), rough)
     if unknown:
         total = f"{total} + {unknown} run(s) of unknown length" if remaining else "unknown"
     computed = sum(not c.runs for c in p.claims)

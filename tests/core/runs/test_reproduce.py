@@ -298,3 +298,11 @@ def test_the_plan_marks_an_estimate_made_from_other_settings(capsys, tmp_path, m
     text = out.out + out.err
     assert "≈50 min  ≈1.7 h" in text and "at 1 job(s): ≈1.7 h" in text
     assert "≈: no run of that setting recorded" in text
+
+
+def test_the_plan_time_is_the_makespan_of_the_runs_handed_out_in_order():
+    assert reproduce.makespan([30.0, 30.0, 30.0], 2) == 60.0
+    assert reproduce.makespan([30.0, 30.0, 30.0], 3) == 30.0
+    assert reproduce.makespan([10.0, 50.0, 20.0, 20.0], 2) == 50.0  # 10+20+20 on one worker, 50 on the other
+    assert reproduce.makespan([], 2) == 0.0
+    assert reproduce.makespan([5.0, 5.0], 0) == 10.0
