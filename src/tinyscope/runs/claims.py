@@ -325,7 +325,10 @@ class Claim:
     which of its first run set's seeds `reproduce --zoo` exports when the claim is met, "median"
     (the median seed), "all" (every finished seed, one entry each, for a paper whose models are
     compared across seeds) or "none" (the run directories only: a variant the zoo's size budget
-    does not hold)."""
+    does not hold); time_to_target: for a claim whose value is not itself a time (a fraction of
+    seeds that reach 12/12), a per-seed measure of the training seconds until the target was first
+    met, recorded beside the value (the ledger's ``median_time_to_target_s``, per seed in
+    ``time_to_target_s``)."""
 
     id: str
     where: str
@@ -345,6 +348,7 @@ class Claim:
     recheck_slack: float = 0.0
     recheck_n: int | None = None
     zoo: str = "median"
+    time_to_target: Measure | None = None
 
     def __post_init__(self):
         if not _ID.fullmatch(self.id):

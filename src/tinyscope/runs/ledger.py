@@ -126,8 +126,11 @@ def calibrate(repeats: int = 3) -> float:
 
 
 def record_timing(data: dict, key: str, wall_times: list[float], calibration: float) -> None:
-    """Keep the wall times of the runs of ``key`` and the calibration they were measured under."""
-    if wall_times:
+    """Keep the wall times of the runs of ``key`` and the calibration they were measured under.
+    The same wall times recorded again (runs collected a second time, maybe on a busier machine)
+    keep the calibration and date of their first recording."""
+    known = data["timings"].get(key) or {}
+    if wall_times and known.get("wall_time_s") != [round(w, 3) for w in wall_times]:
         data["timings"][key] = {"wall_time_s": [round(w, 3) for w in wall_times],
                                 "calibration_s": round(calibration, 5), "machine": machine(),
                                 "recorded": time.strftime("%Y-%m-%d")}

@@ -315,10 +315,17 @@ def collect(p: Plan) -> list[ClaimResult]:
 
 def _extras(c: Claim, runs, m: Measurement) -> dict:
     """For a per-seed metric judged against a bound: how many seeds meet the bound, and the
-    median training time until an evaluation first met it (from metrics.jsonl)."""
+    median training time until an evaluation first met it (from metrics.jsonl, or the claim's own
+    ``time_to_target`` measure, whose per-seed times are kept too)."""
     if not m.per_seed or c.measure is None or c.target.op == "within":
         return {}
     out = {"seeds_met": sum(c.target.met(v) for v in m.per_seed.values()), "seeds": m.n}
+    if c.time_to_target is not None:
+        times = c.time_to_target(runs)
+        if times:
+            out["median_time_to_target_s"] = statistics.median(times.values())
+            out["time_to_target_s"] = {str(s): _plain(t) for s, t in sorted(times.items())}
+        return out
     key = c.measure.key
     logged = key and runs and any(key in h for r in runs[0].values() for h in r.history() if h.get("split") == "eval")
     if c.aggregate != "fraction" and c.measure.final_only and logged:

@@ -306,3 +306,26 @@ def test_the_plan_time_is_the_makespan_of_the_runs_handed_out_in_order():
     assert reproduce.makespan([10.0, 50.0, 20.0, 20.0], 2) == 50.0  # 10+20+20 on one worker, 50 on the other
     assert reproduce.makespan([], 2) == 0.0
     assert reproduce.makespan([5.0, 5.0], 0) == 10.0
+
+
+def test_a_claims_time_to_target_is_kept_beside_its_value():
+    """A fraction-of-seeds claim with a time_to_target measure: the extras hold each seed's time
+    (a seed that never got there as "inf") and their median."""
+    times = claims_mod.Measure("seconds", lambda runs: {42: 3000.0, 123: math.inf, 7: 1000.0})
+    c = claims_mod.Claim("minimal/test/reached", "Test", "reaches it", claims_mod.PaperValue("–"),
+                         claims_mod.at_least(1.0), runs=(claims_mod.RunSet("plus-last-even", "smoke", (), (7, 42, 123)),),
+                         measure=claims_mod.reached("rule_error", "<=", 0.0), aggregate="fraction",
+                         time_to_target=times)
+    m = claims_mod.Measurement(2 / 3, math.nan, 3, {7: 1.0, 42: 1.0, 123: 0.0}, "not met")
+    extras = reproduce._extras(c, {}, m)
+    assert extras["seeds_met"] == 2 and extras["median_time_to_target_s"] == 3000.0
+    assert extras["time_to_target_s"] == {"7": 1000.0, "42": 3000.0, "123": "inf"}
+
+
+def test_collecting_the_same_runs_again_keeps_their_first_calibration():
+    data = {"timings": {}}
+    ledger.record_timing(data, "exp|cpu", [100.0, 200.0], 0.05)
+    ledger.record_timing(data, "exp|cpu", [100.0, 200.0], 0.09)  # collected again on a busier machine
+    assert data["timings"]["exp|cpu"]["calibration_s"] == 0.05
+    ledger.record_timing(data, "exp|cpu", [100.0, 300.0], 0.09)  # a rerun: new times, new calibration
+    assert data["timings"]["exp|cpu"]["calibration_s"] == 0.09
