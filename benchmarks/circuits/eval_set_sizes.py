@@ -3,12 +3,8 @@
 The paper gives, per task, the mean (SD) and maximum tokens over its evaluation sets and the mean
 at depth 30, but not its generator. Ours (``enumeration.sample_expression``, one parameter
 ``p_deep`` per grammar, calibrated to the depth-30 mean) is drawn here over ``--seeds`` data
-seeds, and the generator's exact mean per depth is computed from its size recurrence:
-
-    s(0) = 1,  s(d) = mean over (operator, k) of [o(op, k) + n_deep(k) s(d-1) + (k - n_deep(k))],
-
-where o(op, k) is the node's own tokens (parentheses, operator, ListOps' zero-vector token) and
-n_deep(k) = k p / (1 - (1 - p)^k) the expected operands of depth d - 1 given at least one.
+seeds, and the generator's exact mean per depth is computed from its size recurrence
+(``enumeration.mean_tokens_by_depth``).
 
     .venv/bin/python benchmarks/circuits/eval_set_sizes.py
     .venv/bin/python benchmarks/circuits/eval_set_sizes.py --seeds 5 --grammars boolean
@@ -19,34 +15,14 @@ import argparse
 
 import numpy as np
 
-from tinyscope.studies.circuits.enumeration import sample_expression
-from tinyscope.studies.circuits.grammar import PAPER_GRAMMARS, Grammar, encode, grammar
+from tinyscope.studies.circuits.enumeration import mean_tokens_by_depth, sample_expression
+from tinyscope.studies.circuits.grammar import PAPER_GRAMMARS, encode, grammar
 from tinyscope.studies.circuits.task import P_DEEP
 
 # the paper's evaluation sets: mean (SD) and max over depths 3-30, mean at depth 30
 PAPER_TOKENS = {"boolean": (710.9, 914.7, 7441, 2748), "arithmetic": (1937.9, 2725.3, 18085, 8509),
                 "listops": (3852.2, 5819.3, 41389, 18376)}
 DEPTHS = range(3, 31)
-
-
-def node_tokens(g: Grammar) -> list[tuple[int, int]]:
-    """(k, o): each (operator, operand count) choice and its node's own tokens."""
-    out = []
-    for op, (arities, _) in g.operators.items():
-        for k in arities:
-            e = (op, tuple(g.literals[0] for _ in range(k)))
-            out.append((k, len(encode(g, e)) - k))
-    return out
-
-
-def recurrence_means(g: Grammar, p_deep: float, max_depth: int = 30) -> np.ndarray:
-    """The module docstring's s(0..max_depth): the generator's exact mean tokens per depth."""
-    choices = node_tokens(g)
-    n_deep = {k: k * p_deep / (1 - (1 - p_deep) ** k) for k, _ in choices}
-    s = [1.0]
-    for _ in range(max_depth):
-        s.append(float(np.mean([o + n_deep[k] * s[-1] + (k - n_deep[k]) for k, o in choices])))
-    return np.array(s)
 
 
 def main() -> None:
@@ -60,7 +36,7 @@ def main() -> None:
         g, p = grammar(name), P_DEEP[name]
         m, sd, mx, m30 = PAPER_TOKENS[name]
         print(f"{name:<11} {'paper':<16} {m:>8.1f} {sd:>8.1f} {sd / m:>7.2f} {mx:>7} {m30:>10}")
-        s = recurrence_means(g, p)
+        s = mean_tokens_by_depth(g, p)
         print(f"{name:<11} {'recurrence':<16} {s[3:].mean():>8.1f} {'':>8} {'':>7} {'':>7} {s[30]:>10.0f}")
         for seed in range(args.seeds):
             rng = np.random.default_rng(seed)

@@ -193,6 +193,9 @@ def test_sampler_mean_size_matches_its_recurrence():
     lengths = [len(to_symbols(BOOLEAN, sample_expression(BOOLEAN, rng, d, p))) for _ in range(3000)]
     se = np.std(lengths) / np.sqrt(len(lengths))
     assert abs(np.mean(lengths) - sizes[d]) < 4 * se
+    from tinyscope.studies.circuits.enumeration import mean_tokens_by_depth
+
+    assert np.allclose(mean_tokens_by_depth(BOOLEAN, p, d), [sizes[i] for i in range(d + 1)])
 
 
 def test_subproblem_balance_makes_every_depth1_bag_equally_frequent():

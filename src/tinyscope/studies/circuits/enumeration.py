@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from tinyscope.errors import check_choice
-from tinyscope.studies.circuits.grammar import Expr, Grammar
+from tinyscope.studies.circuits.grammar import Expr, Grammar, encode
 
 MAX_ENUMERATED = 10_000_000  # enumerate_depth refuses larger sets (listops-lra depth 1: 4.4e10)
 
@@ -129,6 +129,22 @@ def sample_expression(g: Grammar, rng: np.random.Generator, d: int, p_deep: floa
         return (op, tuple(build(level - 1) if dp else g.literals[int(rng.integers(n_lit))] for dp in deep))
 
     return build(int(d))
+
+
+def mean_tokens_by_depth(g: Grammar, p_deep: float, max_depth: int = 30) -> np.ndarray:
+    """(max_depth + 1,) exact mean token counts of :func:`sample_expression` at depths 0..max_depth:
+
+        s(0) = 1,  s(d) = mean over (operator, k) of [o(op, k) + n(k) s(d-1) + (k - n(k))],
+
+    with o(op, k) the node's own tokens (parentheses, operator, ListOps' zero-vector token) and
+    n(k) = k p / (1 - (1 - p)^k) the expected operands of depth d - 1 given at least one."""
+    own = [(k, len(encode(g, (op, tuple(g.literals[0] for _ in range(k))))) - k)
+           for op, (arities, _) in g.operators.items() for k in arities]
+    n_deep = {k: k * p_deep / (1 - (1 - p_deep) ** k) for k, _ in own}
+    s = [1.0]
+    for _ in range(max_depth):
+        s.append(float(np.mean([o + n_deep[k] * s[-1] + (k - n_deep[k]) for k, o in own])))
+    return np.array(s)
 
 
 def sample_expressions(g: Grammar, rng: np.random.Generator, d: int, n: int, p_deep: float = 0.4) -> list[Expr]:
