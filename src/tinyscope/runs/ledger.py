@@ -150,8 +150,20 @@ def estimate(timings: dict, key: str, calibration: float | None) -> float | None
 
 def estimate_from_siblings(timings: dict, key: str, calibration: float | None) -> float | None:
     """A rougher estimate for a ``key`` never recorded: the median of :func:`estimate` over the
-    recorded run sets of the same experiment and preset at other ``--set`` values (None: none)."""
-    prefix = "|".join(key.split("|")[:2]) + "|"
-    siblings = [estimate(timings, k, calibration) for k in timings if k != key and (k + "|").startswith(prefix)]
-    siblings = [s for s in siblings if s is not None]
-    return statistics.median(siblings) if siblings else None
+    recorded run sets of the same experiment and preset at other ``--set`` values, among those
+    that share the most ``--set`` items with ``key`` (None: none). Sharing matters: at n = 10 the
+    standard Log-ICoT model's estimate must come from its own runs at other n, not from the
+    constrained model's runs, which are 80 times shorter."""
+    parts = key.split("|")
+    prefix, wanted = "|".join(parts[:2]) + "|", set(parts[2:])
+    scored = []
+    for k in timings:
+        if k == key or not (k + "|").startswith(prefix):
+            continue
+        seconds = estimate(timings, k, calibration)
+        if seconds is not None:
+            scored.append((len(wanted & set(k.split("|")[2:])), seconds))
+    if not scored:
+        return None
+    most = max(shared for shared, _ in scored)
+    return statistics.median(seconds for shared, seconds in scored if shared == most)

@@ -286,6 +286,20 @@ def test_an_unrecorded_setting_is_estimated_from_its_recorded_siblings():
     assert ledger.estimate_from_siblings(timings, "exp|gpu", 1.0) is None
 
 
+def test_siblings_that_share_more_settings_make_the_estimate():
+    """Only the recorded settings with the most --set items in common count: a standard model at
+    a new n is estimated from the standard model at other n, not from a much faster variant."""
+    timings = {
+        "exp|cpu|arch=small|n=20": {"wall_time_s": [10.0], "calibration_s": 1.0},
+        "exp|cpu|arch=small|n=30": {"wall_time_s": [12.0], "calibration_s": 1.0},
+        "exp|cpu|opt=muon": {"wall_time_s": [1000.0], "calibration_s": 1.0},
+        "exp|cpu|n=30|opt=muon": {"wall_time_s": [1400.0], "calibration_s": 1.0},
+    }
+    assert ledger.estimate_from_siblings(timings, "exp|cpu|n=10|opt=muon", 1.0) == 1200.0  # 1000 and 1400 share opt
+    assert ledger.estimate_from_siblings(timings, "exp|cpu|arch=small|n=10", 1.0) == 11.0
+    assert ledger.estimate_from_siblings(timings, "exp|cpu|n=40|opt=muon", 1.0) == 1200.0
+
+
 def test_the_plan_marks_an_estimate_made_from_other_settings(capsys, tmp_path, monkeypatch):
     """A ledger that records `theia-kleene --preset cpu` but no P_unk = 0.05 run: the plan shows a
     "≈" estimate for it and says what the mark means."""
