@@ -38,7 +38,7 @@ import torch
 
 from tinyscope import __version__
 from tinyscope.config import from_dict, to_dict
-from tinyscope.errors import CheckpointError, ConfigError
+from tinyscope.errors import CheckpointError, ConfigError, check
 from tinyscope.models.utils import count_parameters
 from tinyscope.runs import ledger, registry
 from tinyscope.runs.experiment import Experiment, Stage
@@ -205,6 +205,8 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
         return results
 
     task, model = build(exp, cfg)
+    if cfg.train.init_from:
+        load_initial_weights(cfg.train.init_from, model, restarts=_has_restarts(exp, cfg, task))
     if dist_info().is_main:
         exp.write_run_files(cfg, task, out)
     trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, objective=exp.objective(cfg, task),
@@ -224,6 +226,32 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
         _write_report(Run(out, exp, preset, cfg, task, model, step),
                       full=report == "full" or (report == "auto" and preset != "smoke"))
     return results
+
+
+def load_initial_weights(source: str, model: torch.nn.Module, restarts: bool = False) -> None:
+    """``train.init_from``: load the weights a run starts from instead of its fresh draw (a
+    fine-tuning, or a curriculum across experiments: a model trained on one task continues on
+    another of the same shapes). ``source`` is a ``.safetensors`` checkpoint, or a run directory
+    or ``zoo:NAME``, whose selected model (:func:`load_run`) is taken. Every tensor must fit the
+    model's shape; the optimizer and the step count start afresh. A run with restarts is refused:
+    a restart draws fresh weights, which would undo the point of the option."""
+    check(not restarts, f"train.init_from={source!r} starts from given weights, but this run's restarts would "
+                        f"draw fresh ones; set restarts=0 (or leave the curriculum's restart_steps at 0)")
+    if source.endswith(".safetensors"):
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError(f"train.init_from={source!r}: no such checkpoint file")
+        ckpt.load_model(path, model)
+        return
+    state = load_run(source).model.state_dict()
+    ckpt.check_model_state(source, state, model)
+    model.load_state_dict(state)
+
+
+def _has_restarts(exp: Experiment, cfg: Any, task: Any) -> bool:
+    """Whether the run may draw fresh weights after its start (restart stages or a curriculum's
+    restart rule)."""
+    return _restart_rule(exp, cfg, task) is not None or any(s.name.startswith("restart") for s in exp.stages(cfg, task))
 
 
 def _restart_rule(exp: Experiment, cfg: Any, task: Any):

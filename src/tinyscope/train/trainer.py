@@ -115,6 +115,8 @@ class TrainConfig:
     amp: bool | None = None                   # before precision: True = bf16 on CUDA only; read from old config.json
     logger: Literal["none", "tensorboard", "mlflow"] = "none"  # also mirror metrics.jsonl (train/loggers.py)
     mlflow_uri: str = ""                      # logger=mlflow: tracking URI ("": $MLFLOW_TRACKING_URI, else RUN/mlflow.db)
+    init_from: str = ""                       # start from these weights, not a fresh draw: a run directory or zoo:NAME
+    #                                           (its selected model) or a .safetensors checkpoint (runs/rundir.py)
 
     def __post_init__(self):
         check(self.steps >= 1, f"train.steps={self.steps} must be >= 1")

@@ -1,0 +1,64 @@
+"""`train.init_from`: a run that starts from the weights of another run, a zoo entry or a checkpoint."""
+import json
+
+import pytest
+import torch
+
+from tinyscope.errors import CheckpointError, ConfigError
+from tinyscope.runs.rundir import build, load_initial_weights, load_run, run_experiment
+from tinyscope.runs import registry
+
+QUICK = ["train.steps=20", "train.eval_every=10", "train.checkpoint_every=10", "task.n_sequences=100",
+         "task.n_eval_sequences=20", "eval.n_generated=4", "eval.n_val_windows=64"]
+
+
+def _eval_records(path):
+    return [r for r in map(json.loads, (path / "metrics.jsonl").read_text().splitlines()) if r["split"] == "eval"]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    out = tmp_path_factory.mktemp("init") / "source"
+    run_experiment("plus-last-even", "smoke", seed=3, out=out, progress=False, report="none", overrides=QUICK)
+    return out
+
+
+def test_the_run_starts_from_the_source_runs_selected_model(source, tmp_path):
+    """The new run's step-0 evaluation is the source's evaluation at the step it selected, and its
+    step-0 checkpoint holds the source's selected weights, not a fresh draw of its own seed."""
+    out = tmp_path / "continued"
+    run_experiment("plus-last-even", "smoke", seed=4, out=out, progress=False, report="none",
+                   overrides=QUICK + [f"train.init_from={source}", "train.eval_at_start=true"])
+    selected = load_run(source).model.state_dict()
+    start = load_run(out, 0).model.state_dict()
+    assert all(torch.equal(start[k], selected[k]) for k in selected)
+    source_results = json.loads((source / "results.json").read_text())
+    at_selection = [r for r in _eval_records(source) if r["step"] == source_results["selected_step"]][0]
+    at_start = _eval_records(out)[0]
+    assert at_start["step"] == 0
+    assert {k: at_start[k] for k in at_selection if k not in ("time", "step")} == \
+        {k: at_selection[k] for k in at_selection if k not in ("time", "step")}
+
+
+def test_a_checkpoint_file_is_a_source_too(source):
+    exp = registry.get("plus-last-even")
+    cfg = exp.config("smoke", 9, QUICK)
+    _, model = build(exp, cfg)
+    load_initial_weights(str(source / "checkpoints" / "best.safetensors"), model)
+    selected = load_run(source).model.state_dict()
+    assert all(torch.equal(model.state_dict()[k], selected[k]) for k in selected)
+
+
+def test_bad_sources_are_one_line_errors_and_leave_no_run_behind(source, tmp_path):
+    exp = registry.get("plus-last-even")
+    cfg = exp.config("smoke", 9, QUICK + ["model.d_model=4"])
+    _, wider = build(exp, cfg)
+    with pytest.raises(CheckpointError, match="does not fit this model"):
+        load_initial_weights(str(source), wider)
+    with pytest.raises(ConfigError, match="no such checkpoint file"):
+        load_initial_weights(str(tmp_path / "missing.safetensors"), wider)
+    out = tmp_path / "refused"
+    with pytest.raises(ConfigError, match="restarts=0"):
+        run_experiment("plus-last-even", "smoke", seed=4, out=out, progress=False, report="none",
+                       overrides=QUICK + [f"train.init_from={source}", "restarts=1"])
+    assert not out.exists()
