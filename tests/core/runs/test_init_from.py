@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from tinyscope.errors import CheckpointError, ConfigError
-from tinyscope.runs.rundir import build, load_initial_weights, load_run, run_experiment
 from tinyscope.runs import registry
+from tinyscope.runs.rundir import build, load_initial_weights, load_run, run_experiment
 
 QUICK = ["train.steps=20", "train.eval_every=10", "train.checkpoint_every=10", "task.n_sequences=100",
          "task.n_eval_sequences=20", "eval.n_generated=4", "eval.n_val_windows=64"]
