@@ -24,6 +24,7 @@ blocked by a config.json); a directory holding only such a failed start is start
 from __future__ import annotations
 
 import copy
+import fnmatch
 import json
 import logging
 import os
@@ -206,7 +207,8 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
 
     task, model = build(exp, cfg)
     if cfg.train.init_from:
-        load_initial_weights(cfg.train.init_from, model, restarts=_has_restarts(exp, cfg, task))
+        load_initial_weights(cfg.train.init_from, model, restarts=_has_restarts(exp, cfg, task),
+                             exclude=cfg.train.init_exclude)
     if dist_info().is_main:
         exp.write_run_files(cfg, task, out)
     trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, objective=exp.objective(cfg, task),
@@ -228,24 +230,37 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
     return results
 
 
-def load_initial_weights(source: str, model: torch.nn.Module, restarts: bool = False) -> None:
+def load_initial_weights(source: str, model: torch.nn.Module, restarts: bool = False,
+                         exclude: Sequence[str] = ()) -> list[str]:
     """``train.init_from``: load the weights a run starts from instead of its fresh draw (a
     fine-tuning, or a curriculum across experiments: a model trained on one task continues on
     another of the same shapes). ``source`` is a ``.safetensors`` checkpoint, or a run directory
-    or ``zoo:NAME``, whose selected model (:func:`load_run`) is taken. Every tensor must fit the
-    model's shape; the optimizer and the step count start afresh. A run with restarts is refused:
-    a restart draws fresh weights, which would undo the point of the option."""
+    or ``zoo:NAME``, whose selected model (:func:`load_run`) is taken. The tensors whose names
+    match a pattern of ``exclude`` (``train.init_exclude``, fnmatch) keep the fresh draw, e.g. the
+    token embedding and unembedding when the vocabulary grows; every other tensor must be in the
+    source with the model's shape. The optimizer and the step count start afresh. A run with
+    restarts is refused: a restart draws fresh weights, which would undo the point of the option.
+    Returns the names left fresh."""
     check(not restarts, f"train.init_from={source!r} starts from given weights, but this run's restarts would "
                         f"draw fresh ones; set restarts=0 (or leave the curriculum's restart_steps at 0)")
     if source.endswith(".safetensors"):
         path = Path(source)
         if not path.is_file():
             raise ConfigError(f"train.init_from={source!r}: no such checkpoint file")
-        ckpt.load_model(path, model)
-        return
-    state = load_run(source).model.state_dict()
-    ckpt.check_model_state(source, state, model)
-    model.load_state_dict(state)
+        tensors, meta = ckpt.load_tensors(path)
+        state = ckpt.model_state(tensors)
+    else:
+        state, meta = load_run(source).model.state_dict(), {}
+    own = ckpt.unwrap(model).state_dict()
+    fresh = sorted(name for name in own if any(fnmatch.fnmatchcase(name, pattern) for pattern in exclude))
+    unused = [p for p in exclude if not any(fnmatch.fnmatchcase(name, p) for name in own)]
+    check(not unused, f"train.init_exclude: {', '.join(map(repr, unused))} names no tensor of this model")
+    kept = {name: t for name, t in state.items() if name not in fresh}
+    ckpt.check_state_fits(source, kept, {name: t for name, t in own.items() if name not in fresh}, meta)
+    ckpt.unwrap(model).load_state_dict(kept, strict=False)
+    if fresh:
+        log.info("train.init_from=%s: %s keep their fresh draw", source, ", ".join(fresh))
+    return fresh
 
 
 def _has_restarts(exp: Experiment, cfg: Any, task: Any) -> bool:

@@ -170,7 +170,12 @@ def check_model_state(path: str | Path, state: dict[str, torch.Tensor], model: t
     """Raise :class:`CheckpointError` unless ``state`` holds exactly the tensors of ``model``'s
     state_dict, each with its shape and dtype. A zoo entry stored in bfloat16 (metadata
     ``zoo_dtype``) may hold its floating-point tensors in that dtype."""
-    expected = unwrap(model).state_dict()
+    check_state_fits(path, state, unwrap(model).state_dict(), meta)
+
+
+def check_state_fits(path: str | Path, state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
+                     meta: dict[str, Any] | None = None) -> None:
+    """:func:`check_model_state` against the tensors ``expected`` (a state_dict, or part of one)."""
     missing, extra = set(expected) - set(state), set(state) - set(expected)
     if missing or extra:
         parts = ([f"missing {_names(missing)}"] if missing else []) + ([f"unexpected {_names(extra)}"] if extra else [])

@@ -117,6 +117,7 @@ class TrainConfig:
     mlflow_uri: str = ""                      # logger=mlflow: tracking URI ("": $MLFLOW_TRACKING_URI, else RUN/mlflow.db)
     init_from: str = ""                       # start from these weights, not a fresh draw: a run directory or zoo:NAME
     #                                           (its selected model) or a .safetensors checkpoint (runs/rundir.py)
+    init_exclude: list[str] = field(default_factory=list)  # tensor names (fnmatch patterns) init_from leaves fresh
 
     def __post_init__(self):
         check(self.steps >= 1, f"train.steps={self.steps} must be >= 1")

@@ -62,3 +62,25 @@ def test_bad_sources_are_one_line_errors_and_leave_no_run_behind(source, tmp_pat
         run_experiment("plus-last-even", "smoke", seed=4, out=out, progress=False, report="none",
                        overrides=QUICK + [f"train.init_from={source}", "restarts=1"])
     assert not out.exists()
+
+
+def test_excluded_tensors_keep_the_fresh_draw(source):
+    """`train.init_exclude` patterns leave their tensors as the seed drew them (here the MLP,
+    whose width differs from the source's) and load the rest; a pattern that names nothing is an
+    error, not a silent no-op."""
+    exp = registry.get("plus-last-even")
+    cfg = exp.config("smoke", 9, QUICK + ["model.d_mlp=16"])
+    torch.manual_seed(0)
+    _, model = build(exp, cfg)
+    drawn = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match="W_in.bias has shape"):
+        load_initial_weights(str(source), model)
+    fresh = load_initial_weights(str(source), model, exclude=["blocks.0.mlp.*"])
+    assert fresh == ["blocks.0.mlp.W_in.bias", "blocks.0.mlp.W_in.weight", "blocks.0.mlp.W_out.bias",
+                     "blocks.0.mlp.W_out.weight"]
+    selected = load_run(source).model.state_dict()
+    after = model.state_dict()
+    assert all(torch.equal(after[k], drawn[k]) for k in fresh)
+    assert all(torch.equal(after[k], selected[k]) for k in after if k not in fresh)
+    with pytest.raises(ConfigError, match="'W_nothing' names no tensor"):
+        load_initial_weights(str(source), model, exclude=["W_nothing"])
