@@ -86,6 +86,11 @@ class RunSet:
         return f"tinyscope run {self.experiment} --preset {self.preset} --seed {seed}{sets}"
 
 
+def _some(names: list[str], n: int = 8) -> str:
+    """At most ``n`` names, then how many more (an error line stays one readable line)."""
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
 @dataclass
 class RunRecord:
     """What a measure reads of one finished run: results.json and, on demand, metrics.jsonl."""
@@ -110,7 +115,7 @@ class RunRecord:
             else:
                 where = f" ({self.path})" if self.path else ""
                 raise ClaimError(f"results of seed {self.seed}{where} have no metric {key!r}; "
-                                 f"it has {', '.join(sorted(metrics)) or 'no metrics'}")
+                                 f"it has {_some(sorted(metrics)) or 'no metrics'}")
         if isinstance(node, bool) or not isinstance(node, (int, float)):
             raise ClaimError(f"results entry {key!r} of seed {self.seed} is not a number: {node!r}")
         return float(node)

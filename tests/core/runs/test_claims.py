@@ -167,3 +167,14 @@ def test_training_metrics_are_not_rechecked_on_a_fresh_set():
 
     stages = [c for c in all_claims("log_icot") if c.measure is not None and c.measure.key == "stages_reached"]
     assert stages and not any(c.measure.final_only for c in stages)
+
+
+def test_a_missing_metric_is_one_short_line():
+    """The error names the missing metric and a few of those present, not all of a run's hundreds."""
+    from tinyscope.runs.claims import ClaimError, RunRecord
+
+    record = RunRecord(0, {"metrics": {f"depth{d}_acc": 1.0 for d in range(3, 31)}})
+    with pytest.raises(ClaimError) as info:
+        record.value("train_depth1_acc")
+    message = str(info.value)
+    assert "'train_depth1_acc'" in message and "and 20 more" in message and len(message) < 250

@@ -102,3 +102,24 @@ def test_baseline_runs_write_the_training_depth_accuracies(tmp_path):
         assert {"train_depth1_acc", "train_depth2_acc", "step_exact", "depth3_acc"} <= set(m)
     with pytest.raises(Exception, match="loop"):
         run_experiment("circuit-boolean-baseline", "smoke", out=tmp_path / "bad", overrides=["loop=soft"])
+
+
+def test_the_training_depth_accuracies_read_every_depth_1_expression():
+    """Arithmetic's 400 depth-1 expressions are 0.15% of its mixed training set, so the 500 checked
+    expressions of the cpu preset hold none: depth 1 is read on the first epoch's depth-1 set
+    itself (this failure left every arithmetic baseline without a Table 2 entry)."""
+    from tinyscope.runs import registry
+    from tinyscope.runs.rundir import build
+
+    exp = registry.get("circuit-arithmetic-baseline")
+    cfg = exp.config("cpu", 8739, [])
+    task, model = build(exp, cfg)
+    assert not (exp._train_data(cfg, task).depths == 1).any()
+    model.eval()
+    with torch.no_grad():
+        m = exp.train_depth_metrics(model, cfg, task)
+    assert set(m) == {"train_depth1_acc", "train_depth2_acc"}
+    one = task._epoch_sets(cfg.seed, 0)[0]
+    with torch.no_grad():
+        right = exp.answers(model, cfg, task, one) == exp._value_index(task, one.values)
+    assert len(one) == 400 and m["train_depth1_acc"] == float(right.mean())
