@@ -8,6 +8,7 @@ A run directory holds::
     stages/<name>/   one per training stage after the main phase (``Experiment.stages``), in
                      order: train.json (its TrainConfig), metrics.jsonl, checkpoints/ as above
     results.json     the selected checkpoint's final evaluation, fingerprint, wall time
+    init_from.json   where ``train.init_from`` took the starting weights (source, checksum)
     figures/         figures written by `tinyscope viz` and the report
     .lock            held by the one process writing into the run (:mod:`tinyscope.runs.lock`)
 
@@ -207,8 +208,12 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
 
     task, model = build(exp, cfg)
     if cfg.train.init_from:
-        load_initial_weights(cfg.train.init_from, model, restarts=_has_restarts(exp, cfg, task),
-                             exclude=cfg.train.init_exclude)
+        fresh = load_initial_weights(cfg.train.init_from, model, restarts=_has_restarts(exp, cfg, task),
+                                     exclude=cfg.train.init_exclude)
+        if dist_info().is_main and not resume:
+            loaded = {k: v for k, v in model.state_dict().items() if k not in fresh}
+            ckpt.atomic_write_json(out / INIT_FILE, {"init_from": cfg.train.init_from, "fresh": fresh,
+                                                     "loaded_checksum": ckpt.tensor_checksum(loaded)})
     if dist_info().is_main:
         exp.write_run_files(cfg, task, out)
     trainer = Trainer(model, task, cfg.train, seed=cfg.seed, run_dir=out, objective=exp.objective(cfg, task),
@@ -374,8 +379,9 @@ def _last_trained_phase(path: Path, stage_names: Sequence[str]) -> tuple[Path, s
     return path, None
 
 
+INIT_FILE = "init_from.json"  # train.init_from's provenance: the source, the tensors left fresh, a checksum of the rest
 RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints", "results.json", "report.html", "stages", "figures",
-             "error.txt", "traceback.txt")
+             "error.txt", "traceback.txt", INIT_FILE)
 
 
 def only_failed_start(out: Path) -> bool:

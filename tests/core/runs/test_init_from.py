@@ -7,6 +7,7 @@ import torch
 from tinyscope.errors import CheckpointError, ConfigError
 from tinyscope.runs import registry
 from tinyscope.runs.rundir import build, load_initial_weights, load_run, run_experiment
+from tinyscope.train.checkpoint import tensor_checksum
 
 QUICK = ["train.steps=20", "train.eval_every=10", "train.checkpoint_every=10", "task.n_sequences=100",
          "task.n_eval_sequences=20", "eval.n_generated=4", "eval.n_val_windows=64"]
@@ -32,6 +33,8 @@ def test_the_run_starts_from_the_source_runs_selected_model(source, tmp_path):
     selected = load_run(source).model.state_dict()
     start = load_run(out, 0).model.state_dict()
     assert all(torch.equal(start[k], selected[k]) for k in selected)
+    provenance = json.loads((out / "init_from.json").read_text())
+    assert provenance == {"init_from": str(source), "fresh": [], "loaded_checksum": tensor_checksum(selected)}
     source_results = json.loads((source / "results.json").read_text())
     at_selection = [r for r in _eval_records(source) if r["step"] == source_results["selected_step"]][0]
     at_start = _eval_records(out)[0]
