@@ -161,6 +161,14 @@ HEAD_PEAKS_N = 16  # val trajectories read for val_l1_routing_peaks where a gate
 # V = 3 at T = 10 never leaves the marginal predictor (test TF KL 0.174), at the full T = 20 it
 # ends at 0.018 (docs/results/spatial_induction.md, "V = 3 Dedicated-heads stochastic").
 STOCH_PHASE1_T = {"v3": 20}
+# Stochastic cpu presets that start from a converged model of another setting with the same
+# geometry (``train.init_from``): V = 3 from the ECA stochastic model (16-cell ring, T = 20), whose
+# layer-1 heads already gather the parent cells; the token embedding and unembedding (4 -> 5
+# tokens) are drawn afresh. From scratch no V = 3 start formed the match in 18,000 steps (test TF
+# KL 0.018); from the ECA model layer 2 puts 0.81 of its mass on exact matches by step 5,500 and
+# the run ends at 0.0043 (docs/results/spatial_induction.md, "V = 3 stochastic from the ECA model").
+# (setting, arch) -> (source, steps, near-deterministic steps at the full T)
+STOCH_TRANSFER = {("v3", "dedicated"): ("zoo:sih-eca-dedicated-stoch-cpu", 10000, 4000)}
 
 
 def cpu_preset(setting: str, arch: str, regime: str):
@@ -177,10 +185,15 @@ def cpu_preset(setting: str, arch: str, regime: str):
     Dirichlet(0.02) rules at T = 3, 5, then 10 (``STOCH_PHASE1_T``: V = 3 at its full T = 20; the
     gather-and-match circuit forms there, on cheap short streams), the rest Dirichlet(1) rules at the full T. With AdamW alone the stochastic circuit formed on one ECA seed of three;
     what was tried and measured is in docs/results/spatial_induction.md."""
-    d = 64
+    d, init = 64, {}
     if regime == "det":
         steps = 16000 if setting == "vn2d" else 8000
         lr, curriculum = 1e-2, dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000])
+    elif (setting, arch) in STOCH_TRANSFER:
+        source, steps, near_det = STOCH_TRANSFER[(setting, arch)]
+        lr = 1e-2
+        curriculum = dict(curriculum_T=[SETTINGS[setting]["stoch"]["T"]], curriculum_steps=[near_det], curriculum_alpha=[0.02])
+        init = dict(init_from=source, init_exclude=["W_E.weight", "W_U.weight"])
     else:
         steps, lr = 18000, 1e-2
         curriculum = dict(curriculum_T=[3, 5, STOCH_PHASE1_T.get(setting, 10)], curriculum_steps=[1000, 1000, 10000],
@@ -196,7 +209,8 @@ def cpu_preset(setting: str, arch: str, regime: str):
         task=task, model=model_config(task, arch, d, 4 * d, SETTINGS[setting]["routing"], init="gpt2"),
         train=TrainConfig(steps=steps, batch_size=32, lr=lr, betas=[0.9, 0.99], weight_decay=0.1, schedule="wsd",
                           warmup_steps=200, decay_fraction=0.25, min_lr_ratio=0.05, grad_clip=1.0, eval_every=500,
-                          checkpoint_every=1000, log_every=100, threads="auto", **optimizer, **_select(regime), **gate),
+                          checkpoint_every=1000, log_every=100, threads="auto", **optimizer, **_select(regime), **gate,
+                          **init),
         eval=SihEvalConfig(n_ar=4096 if regime == "det" else 1024, head_peaks_n=head_peaks_n), restarts=restarts)
 
 
