@@ -79,6 +79,26 @@ def test_stochastic_cpu_recipe_trains_with_the_alpha_curriculum_and_soft_targets
     assert np.isfinite(m["test_tf_kl_kgram"]) and m["test_tf_kl_kgram"] > 0
 
 
+def test_the_v3_stochastic_cpu_preset_starts_from_the_eca_zoo_model_of_its_geometry():
+    """STOCH_TRANSFER: the V = 3 Dedicated-heads stochastic cpu run starts from the ECA stochastic
+    zoo model, which must exist, be of the same geometry, and fit every tensor but the two that
+    grow with the vocabulary (so a replaced or removed zoo entry fails here, not in a long run)."""
+    from tinyscope.runs.rundir import build, load_initial_weights
+    from tinyscope.studies.spatial_induction.experiment import STOCH_TRANSFER
+
+    exp = registry.get("sih-v3-dedicated-stoch")
+    cfg = exp.config("cpu")
+    source, steps, near_det = STOCH_TRANSFER[("v3", "dedicated")]
+    assert cfg.train.init_from == source and cfg.train.steps == steps and cfg.restarts == 0
+    assert cfg.task.curriculum_T == [cfg.task.T] and cfg.task.curriculum_steps == [near_det]
+    eca = load_run(source)
+    assert (eca.cfg.task.grid, eca.cfg.task.T, eca.cfg.task.T0) == (cfg.task.grid, cfg.task.T, cfg.task.T0)
+    _, model = build(exp, cfg)
+    assert load_initial_weights(cfg.train.init_from, model, exclude=cfg.train.init_exclude) == ["W_E.weight", "W_U.weight"]
+    assert all(np.array_equal(model.state_dict()[k].numpy(), v.numpy()) for k, v in eca.model.state_dict().items()
+               if k not in ("W_E.weight", "W_U.weight"))
+
+
 def test_tables_13_and_14_read_trained_runs_only_not_compiled_circuits(tmp_path):
     """A folder holding a compiled circuit (sih-compiled-eca-det) beside trained runs builds
     Table 13 from the trained runs alone."""
