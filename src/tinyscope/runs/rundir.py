@@ -210,7 +210,7 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
     if cfg.train.init_from:
         fresh = load_initial_weights(cfg.train.init_from, model, restarts=_has_restarts(exp, cfg, task),
                                      exclude=cfg.train.init_exclude)
-        if dist_info().is_main and not resume:
+        if dist_info().is_main and not (out / "checkpoints" / "resume.safetensors").exists():  # the first start
             loaded = {k: v for k, v in model.state_dict().items() if k not in fresh}
             ckpt.atomic_write_json(out / INIT_FILE, {"init_from": cfg.train.init_from, "fresh": fresh,
                                                      "loaded_checksum": ckpt.tensor_checksum(loaded)})

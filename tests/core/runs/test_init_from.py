@@ -28,7 +28,7 @@ def test_the_run_starts_from_the_source_runs_selected_model(source, tmp_path):
     """The new run's step-0 evaluation is the source's evaluation at the step it selected, and its
     step-0 checkpoint holds the source's selected weights, not a fresh draw of its own seed."""
     out = tmp_path / "continued"
-    run_experiment("plus-last-even", "smoke", seed=4, out=out, progress=False, report="none",
+    run_experiment("plus-last-even", "smoke", seed=4, out=out, progress=False, report="none", resume=True,
                    overrides=QUICK + [f"train.init_from={source}", "train.eval_at_start=true"])
     selected = load_run(source).model.state_dict()
     start = load_run(out, 0).model.state_dict()
