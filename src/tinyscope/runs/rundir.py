@@ -208,8 +208,7 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
 
     task, model = build(exp, cfg)
     if cfg.train.init_from:
-        fresh = load_initial_weights(cfg.train.init_from, model, restarts=_has_restarts(exp, cfg, task),
-                                     exclude=cfg.train.init_exclude)
+        fresh = load_initial_weights(cfg.train.init_from, model, exclude=cfg.train.init_exclude)
         if dist_info().is_main and not (out / "checkpoints" / "resume.safetensors").exists():  # the first start
             loaded = {k: v for k, v in model.state_dict().items() if k not in fresh}
             ckpt.atomic_write_json(out / INIT_FILE, {"init_from": cfg.train.init_from, "fresh": fresh,
@@ -235,19 +234,16 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
     return results
 
 
-def load_initial_weights(source: str, model: torch.nn.Module, restarts: bool = False,
-                         exclude: Sequence[str] = ()) -> list[str]:
+def load_initial_weights(source: str, model: torch.nn.Module, exclude: Sequence[str] = ()) -> list[str]:
     """``train.init_from``: load the weights a run starts from instead of its fresh draw (a
     fine-tuning, or a curriculum across experiments: a model trained on one task continues on
     another of the same shapes). ``source`` is a ``.safetensors`` checkpoint, or a run directory
     or ``zoo:NAME``, whose selected model (:func:`load_run`) is taken. The tensors whose names
     match a pattern of ``exclude`` (``train.init_exclude``, fnmatch) keep the fresh draw, e.g. the
     token embedding and unembedding when the vocabulary grows; every other tensor must be in the
-    source with the model's shape. The optimizer and the step count start afresh. A run with
-    restarts is refused: a restart draws fresh weights, which would undo the point of the option.
-    Returns the names left fresh."""
-    check(not restarts, f"train.init_from={source!r} starts from given weights, but this run's restarts would "
-                        f"draw fresh ones; set restarts=0 (or leave the curriculum's restart_steps at 0)")
+    source with the model's shape. The optimizer and the step count start afresh; a restart
+    (:meth:`Experiment.start_model`) loads the source again over its own fresh draw. Returns the
+    names left fresh."""
     if source.endswith(".safetensors"):
         path = Path(source)
         if not path.is_file():
@@ -268,12 +264,6 @@ def load_initial_weights(source: str, model: torch.nn.Module, restarts: bool = F
     return fresh
 
 
-def _has_restarts(exp: Experiment, cfg: Any, task: Any) -> bool:
-    """Whether the run may draw fresh weights after its start (restart stages or a curriculum's
-    restart rule)."""
-    return _restart_rule(exp, cfg, task) is not None or any(s.name.startswith("restart") for s in exp.stages(cfg, task))
-
-
 def _restart_rule(exp: Experiment, cfg: Any, task: Any):
     """The main phase's restart rule: a curriculum's (``curriculum.restart_steps``), else None."""
     curriculum = getattr(task, "curriculum", None)
@@ -281,7 +271,7 @@ def _restart_rule(exp: Experiment, cfg: Any, task: Any):
         return None
     from tinyscope.runs.restarts import curriculum_restart
 
-    return curriculum_restart(cfg.seed, curriculum, lambda: exp.build_model(cfg, task))
+    return curriculum_restart(cfg.seed, curriculum, lambda: exp.start_model(cfg, task))
 
 
 def _run_stages(out: Path, exp: Experiment, cfg: Any, task: Any, model: torch.nn.Module, main: Trainer,

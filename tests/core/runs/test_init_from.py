@@ -61,10 +61,39 @@ def test_bad_sources_are_one_line_errors_and_leave_no_run_behind(source, tmp_pat
     with pytest.raises(ConfigError, match="no such checkpoint file"):
         load_initial_weights(str(tmp_path / "missing.safetensors"), wider)
     out = tmp_path / "refused"
-    with pytest.raises(ConfigError, match="restarts=0"):
+    with pytest.raises(CheckpointError, match="does not fit this model"):
         run_experiment("plus-last-even", "smoke", seed=4, out=out, progress=False, report="none",
-                       overrides=QUICK + [f"train.init_from={source}", "restarts=1"])
+                       overrides=QUICK + [f"train.init_from={source}", "model.d_mlp=16"])
     assert not out.exists()
+
+
+def test_a_restart_starts_from_the_source_again_with_its_own_draw_of_the_excluded_tensors(source, tmp_path):
+    """The restart stage of a run with train.init_from begins from the source's weights, except
+    the excluded tensors, which are drawn from the restart's own seed (not the main start's)."""
+    from tinyscope.runs.restarts import restart_seed
+
+    out = tmp_path / "restarted"
+    sets = [f"train.init_from={source}", 'train.init_exclude=["W_U.weight"]', "restarts=1"]
+    res = run_experiment("plus-last-even", "smoke", seed=5, out=out, progress=False, report="none",
+                         overrides=QUICK + sets)
+    assert [p["name"] for p in res["phases"]] == ["main", "restart1"]
+    exp = registry.get("plus-last-even")
+    cfg = exp.config("smoke", 5, QUICK + sets)
+    task, _ = build(exp, cfg)
+    model = exp.build_model(cfg, task)
+    ckpt_path = out / "stages" / "restart1" / "checkpoints" / "step_000000.safetensors"
+    from tinyscope.train.checkpoint import load_model
+
+    load_model(ckpt_path, model)
+    start = model.state_dict()
+    selected = load_run(source).model.state_dict()
+    assert all(torch.equal(start[k], selected[k]) for k in selected if k != "W_U.weight")
+    torch.manual_seed(restart_seed(5, 1))
+    drawn = exp.build_model(cfg, task).state_dict()
+    main_start = load_run(out, 0).model.state_dict()
+    assert torch.equal(start["W_U.weight"], drawn["W_U.weight"])
+    assert not torch.equal(start["W_U.weight"], main_start["W_U.weight"])
+    assert not torch.equal(start["W_U.weight"], selected["W_U.weight"])
 
 
 def test_excluded_tensors_keep_the_fresh_draw(source):

@@ -306,7 +306,7 @@ class CircuitExperiment(Experiment):
             return []
         from tinyscope.studies.circuits.restarts import restart_stages
 
-        return restart_stages(cfg, self.evaluator(cfg, task), lambda: self.build_model(cfg, task))
+        return restart_stages(cfg, self.evaluator(cfg, task), lambda: self.start_model(cfg, task))
 
     def _train_data(self, cfg: CircuitRunConfig, task: LogicTask) -> ExpressionSet:
         data = task._epoch_sets(cfg.seed, 0)[1]

@@ -160,7 +160,7 @@ class PlusLastEvenExperiment(Experiment):
             return []
         from tinyscope.studies.minimal.restarts import restart_stages
 
-        return restart_stages(cfg, self.evaluator(cfg, task), lambda: self.build_model(cfg, task))
+        return restart_stages(cfg, self.evaluator(cfg, task), lambda: self.start_model(cfg, task))
 
     def fresh_eval_config(self, cfg: PlusLastEvenRunConfig, seed: int, n: int | None = None) -> PlusLastEvenRunConfig:
         """A held-out corpus of ``n`` sequences (default: the run's count) drawn from ``seed``."""

@@ -267,7 +267,7 @@ class SihExperiment(Experiment):
         from tinyscope.runs.restarts import gated_restart_stages
 
         return gated_restart_stages(cfg.seed, cfg.restarts, cfg.train, self.evaluator(cfg, task),
-                                    lambda: self.build_model(cfg, task), fresh_task=lambda: CellularTask(cfg.task),
+                                    lambda: self.start_model(cfg, task), fresh_task=lambda: CellularTask(cfg.task),
                                     salt=RESTART_SALT)
 
     def evaluator(self, cfg: SihRunConfig, task: CellularTask):
