@@ -120,8 +120,10 @@ def _training_summary(cfg) -> str:
     """The model and training length of a run config."""
     m, t = cfg.model, cfg.train
     opt = f"Muon {t.muon_lr:g} + AdamW lr {t.lr:g}" if t.optimizer == "muon" else f"AdamW lr {t.lr:g}"
+    start = (f", starting from {t.init_from} ({', '.join(t.init_exclude)} drawn afresh)" if t.init_exclude
+             else f", starting from {t.init_from}") if getattr(t, "init_from", "") else ""
     return (f"d_model {m.d_model}, d_ffn {max(m.d_mlp)}, heads {m.n_heads}, {opt}, beta2 {t.betas[1]:g}, "
-            f"{t.steps:,} steps of batch {t.batch_size} ({t.steps * t.batch_size:,} training trajectories)")
+            f"{t.steps:,} steps of batch {t.batch_size} ({t.steps * t.batch_size:,} training trajectories){start}")
 
 
 @functools.lru_cache(maxsize=None)
