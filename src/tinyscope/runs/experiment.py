@@ -189,19 +189,6 @@ class Experiment(abc.ABC):
     def build_model(self, cfg: Config, task: Task) -> torch.nn.Module:
         """A fresh model for ``cfg`` (weights from torch's seeded RNG)."""
 
-    def start_model(self, cfg: Config, task: Task) -> torch.nn.Module:
-        """The weights a training start begins from: :meth:`build_model`'s fresh draw, with the
-        weights of ``train.init_from`` loaded over it where that is set (every tensor but those
-        ``train.init_exclude`` names, which keep the draw). Restarts call it too, so a restart of
-        such a run starts from the same source with its own draw of the excluded tensors."""
-        model = self.build_model(cfg, task)
-        train = getattr(cfg, "train", None)
-        if getattr(train, "init_from", ""):
-            from tinyscope.runs.rundir import load_initial_weights
-
-            load_initial_weights(train.init_from, model, exclude=train.init_exclude)
-        return model
-
     def objective(self, cfg: Config, task: Task) -> Objective | None:
         """Loss function ``(model, batch_tensors) -> loss``; None = masked next-token CE."""
         return None

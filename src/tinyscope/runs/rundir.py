@@ -242,7 +242,7 @@ def load_initial_weights(source: str, model: torch.nn.Module, exclude: Sequence[
     match a pattern of ``exclude`` (``train.init_exclude``, fnmatch) keep the fresh draw, e.g. the
     token embedding and unembedding when the vocabulary grows; every other tensor must be in the
     source with the model's shape. The optimizer and the step count start afresh; a restart
-    (:meth:`Experiment.start_model`) loads the source again over its own fresh draw. Returns the
+    (:func:`start_model`) loads the source again over its own fresh draw. Returns the
     names left fresh."""
     if source.endswith(".safetensors"):
         path = Path(source)
@@ -264,6 +264,18 @@ def load_initial_weights(source: str, model: torch.nn.Module, exclude: Sequence[
     return fresh
 
 
+def start_model(exp: Experiment, cfg: Any, task: Any) -> torch.nn.Module:
+    """The weights a training start begins from: ``exp.build_model``'s fresh draw, with the
+    weights of ``train.init_from`` loaded over it where that is set (every tensor but those
+    ``train.init_exclude`` names, which keep the draw). Restarts call it too, so a restart of such
+    a run starts from the same source with its own draw of the excluded tensors."""
+    model = exp.build_model(cfg, task)
+    train = getattr(cfg, "train", None)
+    if getattr(train, "init_from", ""):
+        load_initial_weights(train.init_from, model, exclude=train.init_exclude)
+    return model
+
+
 def _restart_rule(exp: Experiment, cfg: Any, task: Any):
     """The main phase's restart rule: a curriculum's (``curriculum.restart_steps``), else None."""
     curriculum = getattr(task, "curriculum", None)
@@ -271,7 +283,7 @@ def _restart_rule(exp: Experiment, cfg: Any, task: Any):
         return None
     from tinyscope.runs.restarts import curriculum_restart
 
-    return curriculum_restart(cfg.seed, curriculum, lambda: exp.start_model(cfg, task))
+    return curriculum_restart(cfg.seed, curriculum, lambda: start_model(exp, cfg, task))
 
 
 def _run_stages(out: Path, exp: Experiment, cfg: Any, task: Any, model: torch.nn.Module, main: Trainer,

@@ -304,9 +304,10 @@ class CircuitExperiment(Experiment):
         """``cfg.restarts`` restart stages (:mod:`~tinyscope.studies.circuits.restarts`)."""
         if not cfg.restarts:
             return []
+        from tinyscope.runs.rundir import start_model
         from tinyscope.studies.circuits.restarts import restart_stages
 
-        return restart_stages(cfg, self.evaluator(cfg, task), lambda: self.start_model(cfg, task))
+        return restart_stages(cfg, self.evaluator(cfg, task), lambda: start_model(self, cfg, task))
 
     def _train_data(self, cfg: CircuitRunConfig, task: LogicTask) -> ExpressionSet:
         data = task._epoch_sets(cfg.seed, 0)[1]

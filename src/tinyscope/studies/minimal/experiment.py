@@ -158,9 +158,10 @@ class PlusLastEvenExperiment(Experiment):
         """``cfg.restarts`` restart stages (:mod:`~tinyscope.studies.minimal.restarts`)."""
         if not cfg.restarts:
             return []
+        from tinyscope.runs.rundir import start_model
         from tinyscope.studies.minimal.restarts import restart_stages
 
-        return restart_stages(cfg, self.evaluator(cfg, task), lambda: self.start_model(cfg, task))
+        return restart_stages(cfg, self.evaluator(cfg, task), lambda: start_model(self, cfg, task))
 
     def fresh_eval_config(self, cfg: PlusLastEvenRunConfig, seed: int, n: int | None = None) -> PlusLastEvenRunConfig:
         """A held-out corpus of ``n`` sequences (default: the run's count) drawn from ``seed``."""

@@ -265,9 +265,10 @@ class SihExperiment(Experiment):
         if not cfg.restarts:
             return []
         from tinyscope.runs.restarts import gated_restart_stages
+        from tinyscope.runs.rundir import start_model
 
         return gated_restart_stages(cfg.seed, cfg.restarts, cfg.train, self.evaluator(cfg, task),
-                                    lambda: self.start_model(cfg, task), fresh_task=lambda: CellularTask(cfg.task),
+                                    lambda: start_model(self, cfg, task), fresh_task=lambda: CellularTask(cfg.task),
                                     salt=RESTART_SALT)
 
     def evaluator(self, cfg: SihRunConfig, task: CellularTask):
