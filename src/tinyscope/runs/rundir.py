@@ -207,9 +207,9 @@ def _train(out: Path, exp: Experiment, preset: str, cfg: Any, resume: bool, prog
         return results
 
     task, model = build(exp, cfg)
-    if cfg.train.init_from:
-        fresh = load_initial_weights(cfg.train.init_from, model, exclude=cfg.train.init_exclude)
-        if dist_info().is_main and not (out / "checkpoints" / "resume.safetensors").exists():  # the first start
+    if cfg.train.init_from and not (out / "checkpoints" / "resume.safetensors").exists():  # the first start only:
+        fresh = load_initial_weights(cfg.train.init_from, model, exclude=cfg.train.init_exclude)  # a resume loads its own
+        if dist_info().is_main:
             loaded = {k: v for k, v in model.state_dict().items() if k not in fresh}
             ckpt.atomic_write_json(out / INIT_FILE, {"init_from": cfg.train.init_from, "fresh": fresh,
                                                      "loaded_checksum": ckpt.tensor_checksum(loaded)})
