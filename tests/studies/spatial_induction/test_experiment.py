@@ -89,7 +89,8 @@ def test_the_v3_stochastic_cpu_preset_starts_from_the_eca_zoo_model_of_its_geome
     exp = registry.get("sih-v3-dedicated-stoch")
     cfg = exp.config("cpu")
     source, steps, near_det = STOCH_TRANSFER[("v3", "dedicated")]
-    assert cfg.train.init_from == source and cfg.train.steps == steps and cfg.restarts == 0
+    assert cfg.train.init_from == source and cfg.train.steps == steps and cfg.restarts == 2
+    assert (cfg.train.gate_metric, cfg.train.gate_step, cfg.train.gate_threshold) == ("val_tf_cell_acc", 2000, 0.5)
     assert cfg.task.curriculum_T == [cfg.task.T] and cfg.task.curriculum_steps == [near_det]
     eca = load_run(source)
     assert (eca.cfg.task.grid, eca.cfg.task.T, eca.cfg.task.T0) == (cfg.task.grid, cfg.task.T, cfg.task.T0)

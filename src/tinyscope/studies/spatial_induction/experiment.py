@@ -153,9 +153,13 @@ def paper_preset(setting: str, arch: str, regime: str):
 # start whose circuit has not formed by the gate step is replaced (docs/results/spatial_induction.md,
 # "Fresh starts"). ECA: the match head, read off val TF cell accuracy. V = 3: the layer-1 heads must
 # point at 3 distinct routing cells; starts that copy one weighted gather into three heads sit at
-# 0.95-0.97 accuracy like the good ones at step 3,000 and end near 0.99 ("Why seed 2 stops at 0.989")
+# 0.95-0.97 accuracy like the good ones at step 3,000 and end near 0.99 ("Why seed 2 stops at 0.989").
+# V = 3 stochastic (from the ECA model): a start that takes the transfer reads val TF cell 0.51-0.56
+# by step 1,000; one that does not stays at the marginal predictor's 0.35-0.37 to the end
+# ("The V = 3 Dedicated-heads stochastic row with the transfer preset")
 CPU_GATES = {("eca", "dedicated", "det"): (3000, "val_tf_cell_acc", 0.99, 3),
-             ("v3", "dedicated", "det"): (3000, "val_l1_routing_peaks", 3.0, 4)}
+             ("v3", "dedicated", "det"): (3000, "val_l1_routing_peaks", 3.0, 4),
+             ("v3", "dedicated", "stoch"): (2000, "val_tf_cell_acc", 0.5, 2)}
 HEAD_PEAKS_N = 16  # val trajectories read for val_l1_routing_peaks where a gate uses it
 # The horizon of the near-deterministic phase of a stochastic cpu preset where it is not T = 10:
 # V = 3 at T = 10 never leaves the marginal predictor (test TF KL 0.174), at the full T = 20 it
