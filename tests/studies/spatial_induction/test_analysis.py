@@ -18,7 +18,9 @@ def test_full_analysis_of_a_smoke_run_produces_every_number_and_figure(tmp_path)
         assert 0.0 <= results["alignment"][layer]["layer"] <= 1.0
     assert len(results["alignment"]["L1"]["per_head"]) == run.model.blocks[0].attn.n_heads
     assert set(results["probes"]["config"]) == set(STAGES)
-    assert {"alignment", "ablation", "probes", "tsne", "attention_L2"} <= set(figures)
+    counts = results["counts"]
+    assert len(counts["error_rate"]) == len(counts["n_queries"]) and all(0 <= e <= 1 for e in counts["error_rate"])
+    assert {"alignment", "ablation", "probes", "tsne", "attention_L2", "counts"} <= set(figures)
     for fig in figures.values():
         assert fig.axes
 

@@ -51,3 +51,20 @@ def test_bins_count_the_earlier_occurrences_directly():
     expected = np.bincount(np.searchsorted(BIN_EDGES, n_c, side="right") - 1, minlength=len(BIN_EDGES))
     assert profile.result()["n_queries"] == expected.tolist()
     assert bin_labels() == ["0", "1", "2", "3", "4-7", "8-15", "16-31", "32+"]
+
+
+def test_error_rate_counts_wrong_argmax_by_bin_directly():
+    """A model that predicts the true next state except at the queries of one bin errs there only."""
+    lat, layout, traj = stochastic_batch(V=2, B=4, T=6, seed=5)
+    sets = query_sets(layout, traj, 2)
+    n_c = sets.matching.sum(1)  # (Q,)
+    bins = np.searchsorted(BIN_EDGES, n_c, side="right") - 1  # (Q,)
+    wrong = bins == 1
+    logits = torch.zeros(len(traj), layout.input_length, layout.V, dtype=torch.float64)  # (B, N, V)
+    guess = np.where(wrong, 1 - sets.target, sets.target)  # (Q,)
+    logits[torch.as_tensor(sets.batch), torch.as_tensor(sets.pos), torch.as_tensor(guess)] = 5.0
+    profile = CountProfile(layout)
+    profile.add(logits, traj, sets)
+    res = profile.result()
+    assert wrong.any() and res["error_rate"][1] == 1.0
+    assert all(e == 0.0 for i, e in enumerate(res["error_rate"]) if i != 1)

@@ -7,7 +7,10 @@ n_c, this module reports
 
 * KL(P_1 || q_model), the TF KL of Table 14 restricted to the bin;
 * the entropies of q_model and of P_1 (a model that blurs the counts is under-confident at large n_c);
-* over all scored queries, KL(P_alpha || q_model) for a grid of alpha, and the alpha closest to the model.
+* over all scored queries, KL(P_alpha || q_model) for a grid of alpha, and the alpha closest to the model;
+* the error rate, argmax q_model != the true next state: for deterministic rules the diagnostic of
+  a match head that needs several precedents of a configuration before it copies (the k-gram is
+  exact from n_c = 1 on).
 
 A model that only lacks the pseudocount has a KL that falls like 1/n_c; a KL flat in n_c means the
 model's counts themselves are blurred (it does not find the matching precedents exactly).
@@ -55,6 +58,7 @@ class CountProfile:
         self.h_model = np.zeros(n_bins)
         self.h_kgram = np.zeros(n_bins)
         self.kl_alpha = np.zeros(len(ALPHAS))
+        self.errors = np.zeros(n_bins, dtype=np.int64)
 
     def add(self, logits: torch.Tensor, traj: np.ndarray, sets: QuerySets) -> None:
         """``logits`` (B, N, >= V) of the trajectories ``traj`` (B, T, *shape); ``sets`` their queries."""
@@ -73,6 +77,7 @@ class CountProfile:
                 np.add.at(self.kl, bins, kl)
                 np.add.at(self.h_kgram, bins, _entropy(q_alpha))
         np.add.at(self.h_model, bins, _entropy(q_model))
+        np.add.at(self.errors, bins, (q_model.argmax(-1) != sets.target).astype(np.int64))
         np.add.at(self.n, bins, 1)
 
     def result(self) -> dict:
@@ -81,7 +86,7 @@ class CountProfile:
         kl_alpha = self.kl_alpha / total
         return {"bins": bin_labels(), "n_queries": self.n.tolist(),
                 "kl_kgram": (self.kl / n).tolist(), "entropy_model": (self.h_model / n).tolist(),
-                "entropy_kgram": (self.h_kgram / n).tolist(),
+                "entropy_kgram": (self.h_kgram / n).tolist(), "error_rate": (self.errors / n).tolist(),
                 "kl_by_alpha": {str(a): float(v) for a, v in zip(ALPHAS, kl_alpha)},
                 "closest_alpha": float(ALPHAS[int(np.argmin(kl_alpha))])}
 
@@ -89,7 +94,7 @@ class CountProfile:
 def count_profile_figure(res: dict):
     from tinyscope.interp.mpl import plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 3))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(12, 3))
     filled = [i for i, n in enumerate(res["n_queries"]) if n > 0]
     labels = [res["bins"][i] for i in filled]
     ax1.plot(labels, [res["kl_kgram"][i] for i in filled], "o-")
@@ -101,7 +106,11 @@ def count_profile_figure(res: dict):
     ax2.set_xlabel("n_c")
     ax2.set_ylabel("predictive entropy, nats")
     ax2.legend(fontsize=8)
-    for ax in (ax1, ax2):
+    if "error_rate" in res:  # absent from results written before it was measured
+        ax3.plot(labels, [res["error_rate"][i] for i in filled], "o-")
+    ax3.set_xlabel("n_c")
+    ax3.set_ylabel("error rate (argmax != next state)")
+    for ax in (ax1, ax2, ax3):
         ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     return fig
