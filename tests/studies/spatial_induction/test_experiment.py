@@ -7,6 +7,7 @@ from tinyscope.report.records import read_run
 from tinyscope.report.tables import get_table
 from tinyscope.runs import registry
 from tinyscope.runs.rundir import load_run, run_experiment
+from tinyscope.studies.spatial_induction.experiment import CPU_TRANSFERS
 
 
 def expected_count(d, ffn, heads_mlp, n_ctx, vocab=4):
@@ -79,25 +80,37 @@ def test_stochastic_cpu_recipe_trains_with_the_alpha_curriculum_and_soft_targets
     assert np.isfinite(m["test_tf_kl_kgram"]) and m["test_tf_kl_kgram"] > 0
 
 
-def test_the_v3_stochastic_cpu_preset_starts_from_the_eca_zoo_model_of_its_geometry():
-    """STOCH_TRANSFER: the V = 3 Dedicated-heads stochastic cpu run starts from the ECA stochastic
-    zoo model, which must exist, be of the same geometry, and fit every tensor but the two that
-    grow with the vocabulary (so a replaced or removed zoo entry fails here, not in a long run)."""
+@pytest.mark.parametrize("key", sorted(CPU_TRANSFERS))
+def test_a_transfer_cpu_preset_starts_from_a_zoo_model_of_its_geometry(key):
+    """CPU_TRANSFERS: a cpu run that starts from a converged zoo model (V = 3 stochastic from the
+    ECA stochastic model, Shared-head from Dedicated-heads) names a source that must exist, be of
+    the same geometry, and fit every tensor but those drawn afresh (so a replaced or removed zoo
+    entry fails here, not in a long run); every other tensor is loaded unchanged."""
     from tinyscope.runs.rundir import build, load_initial_weights
-    from tinyscope.studies.spatial_induction.experiment import STOCH_TRANSFER
 
-    exp = registry.get("sih-v3-dedicated-stoch")
+    setting, arch, regime = key
+    transfer = CPU_TRANSFERS[key]
+    exp = registry.get(f"sih-{setting}-{arch}-{regime}")
     cfg = exp.config("cpu")
-    source, steps, near_det = STOCH_TRANSFER[("v3", "dedicated")]
-    assert cfg.train.init_from == source and cfg.train.steps == steps and cfg.restarts == 2
-    assert (cfg.train.gate_metric, cfg.train.gate_step, cfg.train.gate_threshold) == ("val_tf_cell_acc", 2000, 0.5)
-    assert cfg.task.curriculum_T == [cfg.task.T] and cfg.task.curriculum_steps == [near_det]
-    eca = load_run(source)
-    assert (eca.cfg.task.grid, eca.cfg.task.T, eca.cfg.task.T0) == (cfg.task.grid, cfg.task.T, cfg.task.T0)
+    assert cfg.train.init_from == transfer.source and cfg.train.steps == transfer.steps
+    if regime == "stoch":
+        assert cfg.task.curriculum_T == [cfg.task.T] and cfg.task.curriculum_steps == [transfer.near_det_steps]
+    else:  # the deterministic preset's horizon curriculum
+        assert cfg.task.curriculum_T == [3, 5] and cfg.task.curriculum_steps == [1000, 1000]
+    source = load_run(transfer.source)
+    assert (source.cfg.task.grid, source.cfg.task.T, source.cfg.task.T0) == (cfg.task.grid, cfg.task.T, cfg.task.T0)
     _, model = build(exp, cfg)
-    assert load_initial_weights(cfg.train.init_from, model, exclude=cfg.train.init_exclude) == ["W_E.weight", "W_U.weight"]
-    assert all(np.array_equal(model.state_dict()[k].numpy(), v.numpy()) for k, v in eca.model.state_dict().items()
-               if k not in ("W_E.weight", "W_U.weight"))
+    fresh = load_initial_weights(cfg.train.init_from, model, exclude=cfg.train.init_exclude)
+    assert fresh and not any(name in source.model.state_dict() and name.startswith("blocks.0.mlp") for name in fresh)
+    assert all(np.array_equal(model.state_dict()[k].numpy(), v.numpy()) for k, v in source.model.state_dict().items()
+               if k not in fresh)
+
+
+def test_the_v3_stochastic_transfer_preset_gates_on_taking_the_transfer():
+    """A V = 3 stochastic start that stays at the marginal predictor is replaced (CPU_GATES)."""
+    cfg = registry.get("sih-v3-dedicated-stoch").config("cpu")
+    assert cfg.restarts == 2
+    assert (cfg.train.gate_metric, cfg.train.gate_step, cfg.train.gate_threshold) == ("val_tf_cell_acc", 2000, 0.5)
 
 
 def test_tables_13_and_14_read_trained_runs_only_not_compiled_circuits(tmp_path):

@@ -165,14 +165,35 @@ HEAD_PEAKS_N = 16  # val trajectories read for val_l1_routing_peaks where a gate
 # V = 3 at T = 10 never leaves the marginal predictor (test TF KL 0.174), at the full T = 20 it
 # ends at 0.018 (docs/results/spatial_induction.md, "V = 3 Dedicated-heads stochastic").
 STOCH_PHASE1_T = {"v3": 20}
-# Stochastic cpu presets that start from a converged model of another setting with the same
-# geometry (``train.init_from``): V = 3 from the ECA stochastic model (16-cell ring, T = 20), whose
-# layer-1 heads already gather the parent cells; the token embedding and unembedding (4 -> 5
-# tokens) are drawn afresh. From scratch no V = 3 start formed the match in 18,000 steps (test TF
-# KL 0.018); from the ECA model layer 2 puts 0.81 of its mass on exact matches by step 5,500 and
-# the run ends at 0.0043 (docs/results/spatial_induction.md, "V = 3 stochastic from the ECA model").
-# (setting, arch) -> (source, steps, near-deterministic steps at the full T)
-STOCH_TRANSFER = {("v3", "dedicated"): ("zoo:sih-eca-dedicated-stoch-cpu", 10000, 4000)}
+
+@dataclass(frozen=True)
+class Transfer:
+    """A cpu preset that starts from a converged zoo model of the same geometry (``train.init_from``)
+    instead of a fresh draw, with the tensors ``exclude`` names drawn afresh."""
+    source: str                 # zoo:NAME of the converged model
+    exclude: tuple[str, ...]    # train.init_exclude: tensors the source lacks or that change shape
+    steps: int
+    near_det_steps: int = 0     # stochastic rules: steps on Dirichlet(0.02) rules at the full T first
+
+
+# V = 3 stochastic from the ECA stochastic model (16-cell ring, T = 20), whose layer-1 heads already
+# gather the parent cells; the token embedding and unembedding (4 -> 5 tokens) are drawn afresh.
+# From scratch no V = 3 start formed the match in 18,000 steps (test TF KL 0.018); from the ECA
+# model layer 2 puts 0.81 of its mass on exact matches by step 5,500 and the run ends at 0.0043
+# (docs/results/spatial_induction.md, "V = 3 stochastic from the ECA model").
+# Shared-head from the Dedicated-heads model of the same setting: its in-projections have the
+# same shapes (one head of width 64 in place of four of 16), so the one head starts on the routing
+# cells (coverage 0.91 at the end against 0.04-0.15 for most fresh starts) and only learns to weigh
+# them apart; the layer-1 MLP the Shared-head code decodes with is drawn afresh. The schedule and
+# horizon curriculum are the deterministic preset's (without the curriculum, or with half the
+# steps in the decay, seed 0 ended lower: docs/results/spatial_induction.md, "Shared-head from the
+# Dedicated-heads model").
+SHARED_FROM_DEDICATED = ("blocks.0.ln2.*", "blocks.0.mlp.*")
+CPU_TRANSFERS = {
+    ("v3", "dedicated", "stoch"): Transfer("zoo:sih-eca-dedicated-stoch-cpu", ("W_E.weight", "W_U.weight"), 10000,
+                                           near_det_steps=4000),
+    ("eca", "shared", "det"): Transfer("zoo:sih-eca-dedicated-det-cpu", SHARED_FROM_DEDICATED, 8000),
+}
 
 
 def cpu_preset(setting: str, arch: str, regime: str):
@@ -188,20 +209,24 @@ def cpu_preset(setting: str, arch: str, regime: str):
     replaced by a fresh one (``restarts``). Stochastic rules: 18,000 steps; the first 12,000 draw near-deterministic
     Dirichlet(0.02) rules at T = 3, 5, then 10 (``STOCH_PHASE1_T``: V = 3 at its full T = 20; the
     gather-and-match circuit forms there, on cheap short streams), the rest Dirichlet(1) rules at the full T. With AdamW alone the stochastic circuit formed on one ECA seed of three;
-    what was tried and measured is in docs/results/spatial_induction.md."""
+    what was tried and measured is in docs/results/spatial_induction.md. The rows of
+    ``CPU_TRANSFERS`` start from a converged zoo model of the same geometry instead."""
     d, init = 64, {}
+    transfer = CPU_TRANSFERS.get((setting, arch, regime))
     if regime == "det":
         steps = 16000 if setting == "vn2d" else 8000
         lr, curriculum = 1e-2, dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000])
-    elif (setting, arch) in STOCH_TRANSFER:
-        source, steps, near_det = STOCH_TRANSFER[(setting, arch)]
-        lr = 1e-2
-        curriculum = dict(curriculum_T=[SETTINGS[setting]["stoch"]["T"]], curriculum_steps=[near_det], curriculum_alpha=[0.02])
-        init = dict(init_from=source, init_exclude=["W_E.weight", "W_U.weight"])
+    elif transfer is not None:
+        steps, lr = transfer.steps, 1e-2
+        curriculum = dict(curriculum_T=[SETTINGS[setting]["stoch"]["T"]], curriculum_steps=[transfer.near_det_steps],
+                          curriculum_alpha=[0.02])
     else:
         steps, lr = 18000, 1e-2
         curriculum = dict(curriculum_T=[3, 5, STOCH_PHASE1_T.get(setting, 10)], curriculum_steps=[1000, 1000, 10000],
                           curriculum_alpha=[0.02, 0.02, 0.02])
+    if transfer is not None:
+        steps = transfer.steps
+        init = dict(init_from=transfer.source, init_exclude=list(transfer.exclude))
     optimizer = dict(optimizer="muon", muon_lr=0.02)
     gate, restarts, head_peaks_n = {}, 0, 0
     if (setting, arch, regime) in CPU_GATES:
