@@ -95,8 +95,8 @@ def test_a_transfer_cpu_preset_starts_from_a_zoo_model_of_its_geometry(key):
     assert cfg.train.init_from == transfer.source and cfg.train.steps == transfer.steps
     if regime == "stoch":
         assert cfg.task.curriculum_T == [cfg.task.T] and cfg.task.curriculum_steps == [transfer.near_det_steps]
-    else:  # the deterministic preset's horizon curriculum
-        assert cfg.task.curriculum_T == [3, 5] and cfg.task.curriculum_steps == [1000, 1000]
+    else:  # no horizon curriculum: the source already reads full streams
+        assert cfg.task.curriculum_T == [] and cfg.task.curriculum_steps == []
     source = load_run(transfer.source)
     assert (source.cfg.task.grid, source.cfg.task.T, source.cfg.task.T0) == (cfg.task.grid, cfg.task.T, cfg.task.T0)
     _, model = build(exp, cfg)

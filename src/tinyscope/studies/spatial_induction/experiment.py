@@ -156,10 +156,13 @@ def paper_preset(setting: str, arch: str, regime: str):
 # 0.95-0.97 accuracy like the good ones at step 3,000 and end near 0.99 ("Why seed 2 stops at 0.989").
 # V = 3 stochastic (from the ECA model): a start that takes the transfer reads val TF cell 0.51-0.56
 # by step 1,000; one that does not stays at the marginal predictor's 0.35-0.37 to the end
-# ("The V = 3 Dedicated-heads stochastic row with the transfer preset")
+# ("The V = 3 Dedicated-heads stochastic row with the transfer preset"). Shared-head ECA (from the
+# Dedicated-heads model): the one head's routing coverage, 0.88-0.93 for a head that gathers and
+# 0.03-0.15 for one that reads older rows ("Shared-head ECA with a routing-coverage gate")
 CPU_GATES = {("eca", "dedicated", "det"): (3000, "val_tf_cell_acc", 0.99, 3),
              ("v3", "dedicated", "det"): (3000, "val_l1_routing_peaks", 3.0, 4),
-             ("v3", "dedicated", "stoch"): (2000, "val_tf_cell_acc", 0.5, 2)}
+             ("v3", "dedicated", "stoch"): (2000, "val_tf_cell_acc", 0.5, 2),
+             ("eca", "shared", "det"): (1000, "val_l1_routing_coverage", 0.7, 2)}
 HEAD_PEAKS_N = 16  # val trajectories read for val_l1_routing_peaks where a gate uses it
 # The horizon of the near-deterministic phase of a stochastic cpu preset where it is not T = 10:
 # V = 3 at T = 10 never leaves the marginal predictor (test TF KL 0.174), at the full T = 20 it
@@ -184,10 +187,10 @@ class Transfer:
 # Shared-head from the Dedicated-heads model of the same setting: its in-projections have the
 # same shapes (one head of width 64 in place of four of 16), so the one head starts on the routing
 # cells (coverage 0.91 at the end against 0.04-0.15 for most fresh starts) and only learns to weigh
-# them apart; the layer-1 MLP the Shared-head code decodes with is drawn afresh. The schedule and
-# horizon curriculum are the deterministic preset's (without the curriculum, or with half the
-# steps in the decay, seed 0 ended lower: docs/results/spatial_induction.md, "Shared-head from the
-# Dedicated-heads model").
+# them apart; the layer-1 MLP the Shared-head code decodes with is drawn afresh. No horizon
+# curriculum: on its T = 3 and 5 streams seed 1 lost the transferred gather (val TF cell 0.69 at
+# step 2,500, where seed 0 read 0.96), and without it the gather is there from step 500
+# (docs/results/spatial_induction.md, "Shared-head from the Dedicated-heads model").
 SHARED_FROM_DEDICATED = ("blocks.0.ln2.*", "blocks.0.mlp.*")
 CPU_TRANSFERS = {
     ("v3", "dedicated", "stoch"): Transfer("zoo:sih-eca-dedicated-stoch-cpu", ("W_E.weight", "W_U.weight"), 10000,
@@ -213,7 +216,9 @@ def cpu_preset(setting: str, arch: str, regime: str):
     ``CPU_TRANSFERS`` start from a converged zoo model of the same geometry instead."""
     d, init = 64, {}
     transfer = CPU_TRANSFERS.get((setting, arch, regime))
-    if regime == "det":
+    if regime == "det" and transfer is not None:  # the source already reads full streams
+        steps, lr, curriculum = transfer.steps, 1e-2, {}
+    elif regime == "det":
         steps = 16000 if setting == "vn2d" else 8000
         lr, curriculum = 1e-2, dict(curriculum_T=[3, 5], curriculum_steps=[1000, 1000])
     elif transfer is not None:
