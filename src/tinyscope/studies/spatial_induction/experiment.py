@@ -184,8 +184,8 @@ class Transfer:
 # From scratch no V = 3 start formed the match in 18,000 steps (test TF KL 0.018); from the ECA
 # model layer 2 puts 0.81 of its mass on exact matches by step 5,500 and the run ends at 0.0043
 # (docs/results/spatial_induction.md, "V = 3 stochastic from the ECA model").
-# Shared-head from the Dedicated-heads model of the same setting: its in-projections have the
-# same shapes (one head of width 64 in place of four of 16), so the one head starts on the routing
+# Shared-head from the Dedicated-heads model of the same setting: its Q, K, V and O matrices have
+# the same shapes (one head of width 64 in place of four of 16), so the one head starts on the routing
 # cells (coverage 0.91 at the end against 0.04-0.15 for most fresh starts) and only learns to weigh
 # them apart; the layer-1 MLP the Shared-head code decodes with is drawn afresh. No horizon
 # curriculum: on its T = 3 and 5 streams seed 1 lost the transferred gather (val TF cell 0.69 at
@@ -230,7 +230,6 @@ def cpu_preset(setting: str, arch: str, regime: str):
         curriculum = dict(curriculum_T=[3, 5, STOCH_PHASE1_T.get(setting, 10)], curriculum_steps=[1000, 1000, 10000],
                           curriculum_alpha=[0.02, 0.02, 0.02])
     if transfer is not None:
-        steps = transfer.steps
         init = dict(init_from=transfer.source, init_exclude=list(transfer.exclude))
     optimizer = dict(optimizer="muon", muon_lr=0.02)
     gate, restarts, head_peaks_n = {}, 0, 0
