@@ -192,7 +192,7 @@ class Transfer:
 # curriculum: on its T = 3 and 5 streams seed 1 lost the transferred gather (val TF cell 0.69 at
 # step 2,500, where seed 0 read 0.96), and without it the gather is there from step 500
 # (docs/results/spatial_induction.md, "Shared-head from the Dedicated-heads model"). V = 3 the same
-# way: seed 0 ends at test TF cell 0.981 against 0.67-0.68 from scratch ("V = 3 Shared-head from
+# way: seed 0 ends at test TF cell 0.981 against 0.675 (worst of three) from scratch ("V = 3 Shared-head from
 # the Dedicated-heads model").
 SHARED_FROM_DEDICATED = ("blocks.0.ln2.*", "blocks.0.mlp.*")
 CPU_TRANSFERS = {
